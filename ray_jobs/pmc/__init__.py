@@ -1,0 +1,1 @@
+"""PMC ingest: article sources, safe archive reading, JATS parsing, acronyms, the ledger."""

@@ -1,0 +1,332 @@
+"""JATS XML → :class:`Article`: metadata, license, abstract, figures, mentions, acronyms.
+
+Written against JATS 1.x and the NLM 2.x archiving DTDs that PMC still serves. Compared with
+pubmed_parser it keeps every block of a caption (title, paragraphs, list items), never glues
+words at tag boundaries, resolves ``<fig-group>`` children and ``<alternatives>`` graphics, and
+ties each figure reference to its sentence and the panel letters it names.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from lxml import etree
+
+from ray_jobs.failures import StageError
+from ray_jobs.pmc import licenses
+from ray_jobs.pmc.acronyms import find_definitions, merge_acronyms
+from ray_jobs.pmc.records import Article, ArticlePackage, Figure, License, Mention
+from ray_jobs.pmc.safexml import parse_xml
+from ray_jobs.pmc.text import (
+    BLOCK_TAGS,
+    element_text,
+    figure_number,
+    panel_letters,
+    sentence_at,
+    sentence_spans,
+)
+
+XLINK_HREF = "{http://www.w3.org/1999/xlink}href"
+ALI_NS = "http://www.niso.org/schemas/ali/1.0/"
+STAGE = "parse"
+# PMC packages carry web images next to the originals; try these when a graphic href has no
+# extension, or names one the package does not hold (a .tif converted to .jpg).
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".webp", ".tif", ".tiff", ".bmp", ".eps")
+_MENTION_BLOCKS = BLOCK_TAGS - {"list", "sec", "caption", "tr", "list-item", "def-item"}
+_PUB_DATE_ORDER = ("epub", "ppub", "pub", "epub-ppub", "collection", "ecorrected")
+
+
+def _text(el: etree._Element | None) -> str:
+    return element_text(el).strip() if el is not None else ""
+
+
+def _article_ids(meta: etree._Element | None) -> dict[str, str]:
+    ids: dict[str, str] = {}
+    if meta is None:
+        return ids
+    for el in meta.findall("article-id"):
+        kind = (el.get("pub-id-type") or "").lower()
+        value = (el.text or "").strip()
+        if value and kind not in ids:
+            ids[kind] = value
+    return ids
+
+
+def _normalise_pmcid(value: str | None) -> str | None:
+    if not value:
+        return None
+    digits = re.sub(r"^PMC", "", value.strip(), flags=re.I)
+    return f"PMC{digits}" if digits.isdigit() else None
+
+
+def _year(meta: etree._Element | None) -> int | None:
+    if meta is None:
+        return None
+    dates = meta.findall("pub-date")
+    ranked: list[tuple[int, int]] = []
+    for el in dates:
+        kind = el.get("pub-type") or el.get("date-type") or ""
+        if el.get("publication-format") == "electronic" and kind in ("pub", ""):
+            kind = "epub"
+        year_el = el.find("year")
+        if year_el is None or not (year_el.text or "").strip()[:4].isdigit():
+            continue
+        rank = _PUB_DATE_ORDER.index(kind) if kind in _PUB_DATE_ORDER else len(_PUB_DATE_ORDER)
+        ranked.append((rank, int(year_el.text.strip()[:4])))
+    return min(ranked)[1] if ranked else None
+
+
+def _license(meta: etree._Element | None, metadata: Mapping[str, Any] | None) -> License:
+    url: str | None = None
+    text: str | None = None
+    code: str | None = None
+    lic = meta.find("permissions/license") if meta is not None else None
+    if lic is not None:
+        ali = lic.find(f"{{{ALI_NS}}}license_ref")
+        if ali is None:
+            ali = meta.find(f"permissions/{{{ALI_NS}}}license_ref") if meta is not None else None
+        url = (ali.text or "").strip() if ali is not None else None
+        url = url or lic.get(XLINK_HREF)
+        if not url:
+            for link in lic.iter("ext-link", "uri"):
+                href = link.get(XLINK_HREF) or (link.text or "")
+                if "creativecommons.org" in href:
+                    url = href.strip()
+                    break
+        text = _text(lic) or None
+        code = licenses.code_from_url(url) or licenses.code_from_text(text)
+        if code is None and (lic.get("license-type") or "").lower() == "public-domain":
+            code = "PD"
+    elif meta is not None:
+        # older articles state the license only in the copyright statement
+        text = _text(meta.find("permissions/copyright-statement")) or None
+        code = licenses.code_from_text(text)
+    json_code = licenses.normalise_code((metadata or {}).get("license_code"))
+    return License(code=json_code or code, url=url or None, text=text)
+
+
+def _abstract(meta: etree._Element | None) -> str:
+    if meta is None:
+        return ""
+    abstracts = meta.findall("abstract")
+    main = [a for a in abstracts if not a.get("abstract-type")] or abstracts[:1]
+    parts: list[str] = []
+    for abstract in main:
+        sections = abstract.findall("sec")
+        if not sections:
+            parts.append(_text(abstract))
+            continue
+        for sec in sections:
+            title = _text(sec.find("title"))
+            body = " ".join(_text(p) for p in sec if p.tag != "title")
+            if title and not title.endswith((":", ".", "?")):
+                title += ":"
+            parts.append(f"{title} {body}" if title else body)
+    return "\n".join(p for p in parts if p)
+
+
+def _media_index(names: Iterable[str]) -> dict[str, str]:
+    """Lower-cased base name → the name in the package."""
+    index: dict[str, str] = {}
+    for name in names:
+        index.setdefault(name.rsplit("/", 1)[-1].lower(), name)
+    return index
+
+
+def resolve_image(hrefs: list[str], media: Mapping[str, str]) -> str | None:
+    """The package file a figure's graphic points to, preferring web formats over TIFF/EPS."""
+    best: tuple[int, str] | None = None
+    for href in hrefs:
+        base = href.rsplit("/", 1)[-1].lower()
+        stem, dot, ext = base.rpartition(".")
+        candidates = [base] + [base + e for e in IMAGE_EXTENSIONS]
+        if dot and "." + ext in IMAGE_EXTENSIONS:
+            candidates += [stem + e for e in IMAGE_EXTENSIONS]
+        for cand in candidates:
+            if cand in media:
+                ext_rank = next(
+                    (i for i, e in enumerate(IMAGE_EXTENSIONS) if cand.endswith(e)),
+                    len(IMAGE_EXTENSIONS),
+                )
+                if best is None or ext_rank < best[0]:
+                    best = (ext_rank, media[cand])
+                break
+    return best[1] if best else None
+
+
+def _mention_block(xref: etree._Element) -> etree._Element:
+    node = xref.getparent()
+    while node is not None:
+        tag = node.tag if isinstance(node.tag, str) else ""
+        if tag in _MENTION_BLOCKS:
+            return node
+        node = node.getparent()
+    return xref
+
+
+def _mentions(root: etree._Element, fig_numbers: Mapping[str, str | None]) -> dict[str, list]:
+    """Figure id → mentions, for every fig xref at any depth of the article."""
+    by_block: dict[etree._Element, list[etree._Element]] = {}
+    for xref in root.iter("xref"):
+        if xref.get("ref-type") == "fig" and xref.get("rid"):
+            by_block.setdefault(_mention_block(xref), []).append(xref)
+    out: dict[str, list[Mention]] = {}
+    for block, xrefs in by_block.items():
+        wanted = {id(x) for x in xrefs}
+        spans: dict[int, tuple[int, int]] = {}
+
+        def hook(el: etree._Element, start: int, end: int, spans=spans, wanted=wanted) -> None:
+            if id(el) in wanted:
+                spans[id(el)] = (start, end)
+
+        paragraph = element_text(block, hook)
+        sentences = sentence_spans(paragraph, list(spans.values()))
+        for xref in xrefs:
+            start, end = spans.get(id(xref), (0, 0))
+            ref_text = paragraph[start:end].strip() if end > start else _text(xref)
+            sentence = sentence_at(paragraph, sentences, start)
+            for rid in xref.get("rid", "").split():
+                if rid not in fig_numbers:
+                    continue
+                out.setdefault(rid, []).append(
+                    Mention(
+                        rid=rid,
+                        text=ref_text,
+                        sentence=sentence,
+                        paragraph=paragraph.strip(),
+                        panels=panel_letters(ref_text + _letter_tail(xref), fig_numbers[rid]),
+                    )
+                )
+    return out
+
+
+_TAIL_LETTERS = re.compile(r"^([A-Za-z](?:\s*[-–—,]\s*[A-Za-z])*)(?![A-Za-z])")
+
+
+def _letter_tail(xref: etree._Element) -> str:
+    """Letters glued to the end of a reference: ``<xref>Fig. 2</xref>B`` names panel B."""
+    tail = xref.tail or ""
+    m = _TAIL_LETTERS.match(tail)
+    return m.group(1) if m else ""
+
+
+def _figures(root: etree._Element, media: Mapping[str, str]) -> list[Figure]:
+    figures: list[Figure] = []
+    for fig in root.iter("fig"):
+        fig_id = fig.get("id") or f"fig{len(figures) + 1}"
+        caption = fig.find("caption")
+        hrefs = [g.get(XLINK_HREF) for g in fig.iter("graphic") if g.get(XLINK_HREF)]
+        figures.append(
+            Figure(
+                id=fig_id,
+                label=_text(fig.find("label")) or None,
+                title=_text(caption.find("title")) if caption is not None else None,
+                caption=_text(caption),
+                graphics=hrefs,
+                image=resolve_image(hrefs, media),
+            )
+        )
+    return figures
+
+
+def _glossary(root: etree._Element) -> list[tuple[str, str]]:
+    pairs: list[tuple[str, str]] = []
+    for item in root.iter("def-item"):
+        term, definition = _text(item.find("term")), _text(item.find("def"))
+        if term and definition and len(term) <= 20:
+            pairs.append((term, definition))
+    return pairs
+
+
+def _in_text_acronyms(meta: etree._Element | None, root: etree._Element) -> list[tuple[str, str]]:
+    found: dict[str, str] = {}
+    passages: list[etree._Element] = []
+    if meta is not None:
+        passages.extend(meta.findall("abstract"))
+    body = root.find("body")
+    if body is not None:
+        passages.extend(body.iter("p"))
+    for passage in passages:
+        text = element_text(passage)
+        if "(" in text:
+            for short, long_form in find_definitions(text).items():
+                found.setdefault(short, long_form)
+    return list(found.items())
+
+
+def parse_root(
+    root: etree._Element,
+    *,
+    media_names: Iterable[str] = (),
+    metadata: Mapping[str, Any] | None = None,
+    version: int | None = None,
+) -> Article:
+    if not isinstance(root.tag, str) or root.tag.rpartition("}")[2] != "article":
+        raise StageError(STAGE, "not_jats", f"root element is <{root.tag}>, not <article>")
+    front = root.find("front")
+    meta = front.find("article-meta") if front is not None else None
+    journal_meta = front.find("journal-meta") if front is not None else None
+    ids = _article_ids(meta)
+    metadata = metadata or {}
+    journal = None
+    if journal_meta is not None:
+        journal = _text(journal_meta.find(".//journal-title")) or None
+        if journal is None:
+            for jid in journal_meta.findall("journal-id"):
+                journal = (jid.text or "").strip() or None
+                if journal:
+                    break
+    media = _media_index(media_names)
+    figures = _figures(root, media)
+    mentions = _mentions(root, {f.id: figure_number(f.label) for f in figures})
+    for figure in figures:
+        figure.mentions = mentions.get(figure.id, [])
+    keywords = [k for k in (_text(kw) for kw in root.iterfind("front/article-meta/kwd-group/kwd"))]
+    acronyms = merge_acronyms(_glossary(root), _in_text_acronyms(meta, root))
+    pmcid = _normalise_pmcid(metadata.get("pmcid")) or _normalise_pmcid(
+        ids.get("pmc") or ids.get("pmcid")
+    )
+    return Article(
+        pmcid=pmcid,
+        version=version if version is not None else metadata.get("version"),
+        pmid=str(metadata.get("pmid") or ids.get("pmid") or "") or None,
+        doi=metadata.get("doi") or ids.get("doi"),
+        title=_text(meta.find("title-group/article-title")) if meta is not None else None,
+        journal=journal,
+        year=_year(meta),
+        article_type=root.get("article-type"),
+        license=_license(meta, metadata),
+        abstract=_abstract(meta),
+        keywords=[k for k in keywords if k],
+        figures=figures,
+        acronyms=acronyms,
+        is_retracted=bool(metadata.get("is_retracted", False)),
+    )
+
+
+def parse_article(
+    xml: bytes,
+    *,
+    media_names: Iterable[str] = (),
+    metadata: Mapping[str, Any] | None = None,
+    version: int | None = None,
+    max_bytes: int = 64 * 2**20,
+) -> Article:
+    """Parse JATS bytes; raises StageError (stage ``parse``) for anything unusable."""
+    root = parse_xml(xml, max_bytes=max_bytes, stage=STAGE)
+    return parse_root(root, media_names=media_names, metadata=metadata, version=version)
+
+
+def parse_package(package: ArticlePackage, max_xml_bytes: int = 64 * 2**20) -> Article:
+    article = parse_article(
+        package.xml,
+        media_names=package.media.keys(),
+        metadata=package.metadata,
+        version=package.ref.version,
+        max_bytes=max_xml_bytes,
+    )
+    if article.pmcid is None and package.ref.pmcid.startswith("PMC"):
+        article.pmcid = package.ref.pmcid
+    return article

@@ -1,0 +1,87 @@
+"""Typed records that flow from article sources through JATS parsing."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True, frozen=True)
+class ArticleRef:
+    """What a listing knows about one article version before anything is fetched.
+
+    ``etag`` identifies the content as the source sees it (S3 ETag, a file list's timestamp, a
+    folder's size and mtimes): when it changes, the article is processed again.
+    """
+
+    pmcid: str
+    version: int | None
+    etag: str
+    source: str  # "s3", "bundles", "local"
+    location: str  # where to fetch: an S3 prefix, a file path, a folder path
+
+    @property
+    def key(self) -> str:
+        """Stable source key, used in failure rows and the ledger (``PMC123.2``, ``PMC9``)."""
+        return self.pmcid if self.version is None else f"{self.pmcid}.{self.version}"
+
+
+@dataclass(slots=True)
+class ArticlePackage:
+    """The bytes of one article: its JATS XML and its media files by name."""
+
+    ref: ArticleRef
+    xml: bytes
+    xml_name: str
+    media: dict[str, bytes] = field(default_factory=dict)
+    metadata: dict[str, Any] | None = None  # the PMC Cloud JSON, when the source has one
+
+
+@dataclass(slots=True)
+class License:
+    code: str | None  # normalised, e.g. "CC BY", "CC BY-NC-ND", "CC0", "PD"
+    url: str | None
+    text: str | None = None
+
+
+@dataclass(slots=True)
+class Mention:
+    """One ``xref[@ref-type='fig']`` that points at a figure, with its textual context."""
+
+    rid: str
+    text: str  # the xref's own text, e.g. "Fig. 1B"
+    sentence: str
+    paragraph: str
+    panels: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Figure:
+    id: str
+    label: str | None
+    title: str | None
+    caption: str
+    graphics: list[str] = field(default_factory=list)
+    image: str | None = None  # the media file name in the package that a graphic resolves to
+    mentions: list[Mention] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Article:
+    pmcid: str | None
+    version: int | None
+    pmid: str | None
+    doi: str | None
+    title: str | None
+    journal: str | None
+    year: int | None
+    article_type: str | None
+    license: License
+    abstract: str
+    keywords: list[str]
+    figures: list[Figure]
+    acronyms: dict[str, str]
+    is_retracted: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

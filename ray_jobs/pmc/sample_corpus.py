@@ -1,0 +1,388 @@
+"""A generated PMC-like corpus for the demo, the tests and the scale benchmarks.
+
+Each article is JATS with the traits that break naive parsers: titled multi-paragraph captions
+with panel labels, figure references nested in inline markup and naming panels and ranges,
+floats inside paragraphs, ``<alternatives>`` graphics, hrefs without extensions, glossaries and
+in-text acronym definitions, and licenses stated four different ways. Figures are real images
+(one panel per caption label, the label drawn in). ``truth.jsonl`` records what a correct parser
+must find in each article. Article ``i`` depends only on ``(seed, i)``: output is byte-identical
+for a seed, whatever the order it is written in.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import io
+import json
+import random
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+from xml.sax.saxutils import escape
+
+from PIL import Image, ImageDraw, ImageFilter
+
+Layout = Literal["s3", "bundles", "folders"]
+INVENTORY_DATE = "2026-11-29T01-00Z"
+INVENTORY_PREFIX = "inventory-reports/pmc-oa-opendata/metadata"
+
+_ACRONYMS = [
+    ("magnetic resonance imaging", "MRI"),
+    ("computed tomography", "CT"),
+    ("hematoxylin and eosin", "HE"),
+    ("optical coherence tomography", "OCT"),
+    ("positron emission tomography", "PET"),
+    ("immunohistochemistry", "IHC"),
+    ("region of interest", "ROI"),
+    ("overall survival", "OS"),
+    ("confidence interval", "CI"),
+    ("body mass index", "BMI"),
+    ("diffusion-weighted imaging", "DWI"),
+    ("standard deviation", "SD"),
+]
+_SUBJECTS = [
+    ("axial T2-weighted image showing a hyperintense lesion", "radiology"),
+    ("contrast-enhanced scan of the abdomen", "radiology"),
+    ("photomicrograph of the tumour margin", "microscopy"),
+    ("fluorescence staining of cultured cells", "microscopy"),
+    ("fundus photograph of the left eye", "visible_light"),
+    ("dermoscopic image of the pigmented lesion", "visible_light"),
+    ("Kaplan-Meier curve of survival by group", "chart"),
+    ("bar chart of expression levels", "chart"),
+]
+_LICENSES = [
+    ("ali", "https://creativecommons.org/licenses/by/4.0/", "CC BY"),
+    ("href", "https://creativecommons.org/licenses/by-nc/4.0/", "CC BY-NC"),
+    ("ali", "https://creativecommons.org/publicdomain/zero/1.0/", "CC0"),
+    ("text", None, "CC BY"),
+    ("href", "https://creativecommons.org/licenses/by-nc-nd/4.0/", "CC BY-NC-ND"),
+]
+_JOURNALS = ["Journal of Imaging Research", "Clinical Pathology Letters", "Eye and Vision Reports"]
+_WORDS = (
+    "patients were examined with standard protocols and the findings were reviewed by two "
+    "independent readers who were blinded to the clinical outcome of each case in the cohort"
+).split()
+
+
+@dataclass
+class GeneratedArticle:
+    pmcid: str
+    version: int
+    xml: bytes
+    metadata: dict
+    media: dict[str, bytes]
+    truth: dict = field(default_factory=dict)
+
+
+def _sentence(rng: random.Random, n: int = 12) -> str:
+    words = [rng.choice(_WORDS) for _ in range(n)]
+    return " ".join(words).capitalize() + "."
+
+
+def _panel_image(rng: random.Random, letters: list[str], width: int) -> bytes:
+    """A compound figure: one tile per panel letter, each a different synthetic texture."""
+    cols = min(len(letters), 2)
+    rows = (len(letters) + cols - 1) // cols
+    tile = width // cols
+    canvas = Image.new("RGB", (tile * cols, tile * rows), "white")
+    for i, letter in enumerate(letters):
+        kind = rng.randrange(3)
+        if kind == 0:  # grayscale "scan": a bright ellipse in noise
+            img = Image.effect_noise((tile, tile), rng.uniform(20, 60)).convert("RGB")
+            draw = ImageDraw.Draw(img)
+            r = tile // 3
+            draw.ellipse((tile // 2 - r, tile // 2 - r, tile // 2 + r, tile // 2 + r), fill="#ddd")
+            img = img.filter(ImageFilter.GaussianBlur(2))
+        elif kind == 1:  # stained "tissue": pink field with purple nuclei
+            img = Image.new("RGB", (tile, tile), (236, 180, 205))
+            draw = ImageDraw.Draw(img)
+            for _ in range(60):
+                x, y, s = rng.randrange(tile), rng.randrange(tile), rng.randrange(3, 9)
+                draw.ellipse((x, y, x + s, y + s), fill=(90, 40, 130))
+        else:  # a chart
+            img = Image.new("RGB", (tile, tile), "white")
+            draw = ImageDraw.Draw(img)
+            for b in range(5):
+                h = rng.randrange(tile // 8, tile - 20)
+                draw.rectangle(
+                    (10 + b * tile // 5, tile - h, b * tile // 5 + tile // 6, tile - 5),
+                    fill=(40, 90, 160),
+                )
+        ImageDraw.Draw(img).text((6, 4), letter, fill="yellow" if kind < 2 else "black")
+        canvas.paste(img, ((i % cols) * tile, (i // cols) * tile))
+    out = io.BytesIO()
+    canvas.save(out, format="JPEG", quality=85)
+    return out.getvalue()
+
+
+def _license_xml(style: str, url: str | None) -> str:
+    if style == "ali":
+        return (
+            f'<license><ali:license_ref xmlns:ali="http://www.niso.org/schemas/ali/1.0/">'
+            f"{url}</ali:license_ref><license-p>This article is distributed under an open "
+            f"license.</license-p></license>"
+        )
+    if style == "href":
+        return (
+            f'<license license-type="open-access" xlink:href="{url}"><license-p>Distributed '
+            f'under the <ext-link ext-link-type="uri" xlink:href="{url}">license</ext-link>.'
+            f"</license-p></license>"
+        )
+    return (
+        "<license><license-p>This is an open-access article distributed under the terms of "
+        "the Creative Commons Attribution License, which permits unrestricted use.</license-p>"
+        "</license>"
+    )
+
+
+def generate_article(seed: int, index: int, *, image_width: int = 320) -> GeneratedArticle:
+    rng = random.Random(f"{seed}:{index}")
+    pmcid = f"PMC{9_000_000 + index}"
+    version = 2 if index % 11 == 5 else 1
+    lic_style, lic_url, lic_code = rng.choice(_LICENSES)
+    acronyms = rng.sample(_ACRONYMS, 3)
+    n_figs = rng.choice([1, 1, 2, 2, 3])
+    legacy_names = rng.random() < 0.5
+    figures_xml: list[str] = []
+    media: dict[str, bytes] = {}
+    truth_figs = []
+    for f in range(1, n_figs + 1):
+        letters = [chr(65 + k) for k in range(rng.choice([1, 2, 3, 4]))]
+        stem = f"{pmcid.lower()}-g{f:03d}" if legacy_names else f"fig{f}"
+        subjects = [rng.choice(_SUBJECTS)[0] for _ in letters]
+        title = f"Findings in case {f} of the {rng.choice(['cohort', 'series', 'trial'])}."
+        panel_text = " ".join(
+            f"(<bold>{letter}</bold>) {escape(subj.capitalize())} at <italic>baseline</italic>."
+            for letter, subj in zip(letters, subjects, strict=True)
+        )
+        caption_paras = f"<p>{panel_text}</p><p>Scale bar, 50 µm. {escape(_sentence(rng, 8))}</p>"
+        use_alt = rng.random() < 0.3
+        if use_alt:
+            graphic = (
+                f'<alternatives><graphic xlink:href="{stem}.tif"/>'
+                f'<graphic xlink:href="{stem}.jpg"/></alternatives>'
+            )
+        else:
+            graphic = f'<graphic xlink:href="{stem}"/>'
+        figures_xml.append(
+            f'<fig id="F{f}" position="float"><label>Figure {f}</label><caption><title>'
+            f"{escape(title)}</title>{caption_paras}</caption>{graphic}</fig>"
+        )
+        media[f"{stem}.jpg"] = _panel_image(rng, letters, image_width)
+        caption_plain = " ".join(
+            [title]
+            + [
+                f"({letter}) {subj.capitalize()} at baseline."
+                for letter, subj in zip(letters, subjects, strict=True)
+            ]
+        )
+        truth_figs.append(
+            {
+                "id": f"F{f}",
+                "label": f"Figure {f}",
+                "panels": letters,
+                "image": f"{stem}.jpg",
+                "caption_starts": caption_plain,
+                "mention_panels": [],
+            }
+        )
+    # body: acronym definitions, then paragraphs that mention each figure in varied ways
+    paras = [
+        f"<p>We studied {acronyms[0][0]} ({acronyms[0][1]}) and {acronyms[1][0]} "
+        f"({acronyms[1][1]}) in a prospective cohort. {escape(_sentence(rng))}</p>"
+    ]
+    for f, fig in enumerate(truth_figs, start=1):
+        letters = fig["panels"]
+        style = rng.randrange(3)
+        if style == 0 or len(letters) == 1:
+            ref = f'<xref ref-type="fig" rid="F{f}">Fig. {f}{letters[0]}</xref>'
+            named = [letters[0]]
+        elif style == 1:
+            ref = f'<xref ref-type="fig" rid="F{f}">Figs. {f}{letters[0]}–{letters[-1]}</xref>'
+            named = letters
+        else:
+            ref = (
+                f'<italic>see</italic> <xref ref-type="fig" rid="F{f}">Figure '
+                f"<bold>{f}{letters[1]}</bold></xref>"
+            )
+            named = [letters[1]]
+        fig["mention_panels"].append(named)
+        float_inside = figures_xml[f - 1] if rng.random() < 0.4 else ""
+        if not float_inside:
+            paras.append(figures_xml[f - 1].replace('position="float"', 'position="anchor"'))
+        paras.append(
+            f"<p>The {acronyms[2][0]} ({acronyms[2][1]}) was assessed ({ref}). "
+            f"{float_inside}{escape(_sentence(rng))}</p>"
+        )
+    glossary = "".join(
+        f"<def-item><term>{sf}</term><def><p>{lf}</p></def></def-item>" for lf, sf in acronyms[:2]
+    )
+    year = 2015 + index % 11
+    doi = f"10.5555/sample.{index}"
+    pmid = str(30_000_000 + index)
+    structured = rng.random() < 0.5
+    abstract = (
+        "<abstract><sec><title>Background</title><p>"
+        + escape(_sentence(rng))
+        + "</p></sec><sec><title>Results</title><p>"
+        + escape(_sentence(rng))
+        + "</p></sec></abstract>"
+        if structured
+        else f"<abstract><p>{escape(_sentence(rng))}</p></abstract>"
+    )
+    xml = (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        '<!DOCTYPE article PUBLIC "-//NLM//DTD JATS (Z39.96) Journal Archiving and Interchange DTD '
+        'v1.3 20210610//EN" "JATS-archivearticle1-3.dtd">\n'
+        '<article xmlns:xlink="http://www.w3.org/1999/xlink" article-type="research-article">'
+        f"<front><journal-meta><journal-title-group><journal-title>{rng.choice(_JOURNALS)}"
+        "</journal-title></journal-title-group></journal-meta><article-meta>"
+        f'<article-id pub-id-type="pmc">{pmcid[3:]}</article-id>'
+        f'<article-id pub-id-type="pmid">{pmid}</article-id>'
+        f'<article-id pub-id-type="doi">{doi}</article-id>'
+        f"<title-group><article-title>A study of <italic>sample</italic> article {index}"
+        "</article-title></title-group>"
+        f'<pub-date pub-type="epub"><year>{year}</year></pub-date>'
+        f"<permissions>{_license_xml(lic_style, lic_url)}</permissions>{abstract}"
+        "<kwd-group><kwd>imaging</kwd><kwd>pathology</kwd></kwd-group>"
+        f"</article-meta></front><body><sec><title>Results</title>{''.join(paras)}</sec></body>"
+        f"<back><glossary><title>Abbreviations</title><def-list>{glossary}</def-list></glossary>"
+        "</back></article>"
+    ).encode()
+    retracted = index % 23 == 7
+    metadata = {
+        "pmcid": pmcid,
+        "version": version,
+        "pmid": pmid,
+        "doi": doi,
+        "license_code": lic_code,
+        "is_retracted": retracted,
+        "xml_url": f"s3://pmc-oa-opendata/{pmcid}.{version}/{pmcid}.{version}.xml",
+        "media_urls": [
+            f"s3://pmc-oa-opendata/{pmcid}.{version}/{name}?md5="
+            + hashlib.md5(data, usedforsecurity=False).hexdigest()
+            for name, data in sorted(media.items())
+        ],
+    }
+    truth = {
+        "pmcid": pmcid,
+        "version": version,
+        "license_code": lic_code,
+        "year": year,
+        "retracted": retracted,
+        "figures": truth_figs,
+        "acronyms": {sf: lf for lf, sf in acronyms},
+    }
+    return GeneratedArticle(pmcid, version, xml, metadata, media, truth)
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def _tar_gz(files: dict[str, bytes]) -> bytes:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in sorted(files.items()):
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode = len(data), 1_700_000_000, 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return gzip.compress(raw.getvalue(), mtime=0)
+
+
+def write_corpus(out: Path, n: int, layout: Layout, seed: int, image_width: int = 320) -> int:
+    """Write ``n`` articles (plus earlier versions of some) in the given layout; returns count."""
+    out.mkdir(parents=True, exist_ok=True)
+    truths: list[dict] = []
+    inventory_rows: list[list[str]] = []
+    file_list: list[dict[str, str]] = []
+    for index in range(n):
+        art = generate_article(seed, index, image_width=image_width)
+        versions = [art]
+        if art.version == 2 and layout != "bundles":
+            old = generate_article(seed, index, image_width=image_width)
+            old.version = 1
+            old.metadata = {**old.metadata, "version": 1}
+            old.truth = {**old.truth, "version": 1}
+            versions.insert(0, old)
+        for a in versions:
+            key = a.pmcid if layout == "bundles" else f"{a.pmcid}.{a.version}"
+            meta_json = json.dumps(a.metadata, indent=1).encode()
+            if layout == "bundles":
+                name = f"{a.pmcid}.tar.gz"
+                files = {f"{a.pmcid}/article.nxml": a.xml}
+                files.update({f"{a.pmcid}/{m}": d for m, d in a.media.items()})
+                _write(out / name, _tar_gz(files))
+                file_list.append(
+                    {
+                        "File": name,
+                        "Article Citation": f"Sample J. {a.truth['year']};{index}",
+                        "Accession ID": a.pmcid,
+                        "Last Updated": "2026-11-01 10:00:00",
+                        "PMID": a.metadata["pmid"],
+                        "License": a.metadata["license_code"],
+                    }
+                )
+            else:
+                folder = out / key
+                legacy = layout == "folders" and index % 3 == 2
+                _write(folder / (f"{a.pmcid}.nxml" if legacy else f"{key}.xml"), a.xml)
+                if not legacy:
+                    _write(folder / f"{key}.json", meta_json)
+                for m, d in a.media.items():
+                    _write(folder / m, d)
+                if layout == "s3":
+                    _write(out / "metadata" / f"{key}.json", meta_json)
+                    inventory_rows.append(
+                        [
+                            "pmc-oa-opendata",
+                            f"metadata/{key}.json",
+                            str(len(meta_json)),
+                            "2026-11-28T00:00:00.000Z",
+                            hashlib.md5(meta_json, usedforsecurity=False).hexdigest(),
+                        ]
+                    )
+            truths.append(
+                {**a.truth, "key": key, "legacy_folder": layout == "folders" and index % 3 == 2}
+            )
+    if layout == "s3":
+        _write_inventory(out, inventory_rows)
+    if layout == "bundles":
+        with (out / "oa_file_list.csv").open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(file_list[0]) if file_list else [])
+            writer.writeheader()
+            writer.writerows(file_list)
+    _write(out / "truth.jsonl", "".join(json.dumps(t) + "\n" for t in truths).encode())
+    return len(truths)
+
+
+def _write_inventory(out: Path, rows: list[list[str]]) -> None:
+    """An S3 inventory as AWS writes it: gzipped CSV data files and a manifest that names them."""
+    text = io.StringIO()
+    csv.writer(text, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(rows)
+    data = gzip.compress(text.getvalue().encode(), mtime=0)
+    data_key = f"{INVENTORY_PREFIX}/data/inventory-0.csv.gz"
+    _write(out / data_key, data)
+    manifest = {
+        "sourceBucket": "pmc-oa-opendata",
+        "destinationBucket": "arn:aws:s3:::pmc-oa-opendata",
+        "version": "2016-11-30",
+        "creationTimestamp": "1764378000000",
+        "fileFormat": "CSV",
+        "fileSchema": "Bucket, Key, Size, LastModifiedDate, ETag",
+        "files": [
+            {
+                "key": data_key,
+                "size": len(data),
+                "MD5checksum": hashlib.md5(data, usedforsecurity=False).hexdigest(),
+            }
+        ],
+    }
+    _write(
+        out / INVENTORY_PREFIX / INVENTORY_DATE / "manifest.json",
+        json.dumps(manifest, indent=1).encode(),
+    )

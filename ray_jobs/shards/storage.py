@@ -1,0 +1,144 @@
+"""Where a run's outputs live: a local folder or an S3 prefix, behind one small interface.
+
+Keys are relative, ``/``-separated and checked: nothing can be written outside the root.
+Writes are atomic (a temp file renamed into place locally; a single PUT on S3), so a reader
+never sees half an object.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Protocol
+from urllib.parse import urlparse
+
+import boto3
+from botocore import UNSIGNED
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from ray_jobs.config import S3Settings
+
+
+def s3_client(settings: S3Settings):  # type: ignore[no-untyped-def]
+    """A boto3 S3 client; unsigned (anonymous) when the settings say so, as PMC's bucket allows."""
+    config = Config(
+        signature_version=UNSIGNED if settings.anonymous else None,
+        max_pool_connections=settings.max_pool_connections,
+        retries={"max_attempts": 5, "mode": "adaptive"},
+    )
+    return boto3.client(
+        "s3", endpoint_url=settings.endpoint_url, region_name=settings.region, config=config
+    )
+
+
+def check_key(key: str) -> str:
+    parts = key.split("/")
+    if not key or key.startswith("/") or "\\" in key or any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"unsafe storage key {key!r}")
+    return key
+
+
+class Storage(Protocol):
+    uri: str
+
+    def read_bytes(self, key: str) -> bytes: ...
+    def write_bytes(self, key: str, data: bytes) -> None: ...
+    def exists(self, key: str) -> bool: ...
+    def list(self, prefix: str) -> Iterator[str]: ...
+    def delete(self, key: str) -> None: ...
+
+
+class LocalStorage:
+    def __init__(self, root: str | os.PathLike[str]):
+        self.root = Path(root).resolve()
+        self.uri = str(self.root)
+
+    def _path(self, key: str) -> Path:
+        return self.root / check_key(key)
+
+    def read_bytes(self, key: str) -> bytes:
+        return self._path(key).read_bytes()
+
+    def write_bytes(self, key: str, data: bytes) -> None:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def exists(self, key: str) -> bool:
+        return self._path(key).is_file()
+
+    def list(self, prefix: str) -> Iterator[str]:
+        base = self.root / prefix if prefix else self.root
+        if not base.is_dir():
+            return
+        for path in sorted(base.rglob("*")):
+            if path.is_file() and not path.name.startswith("."):
+                yield path.relative_to(self.root).as_posix()
+
+    def delete(self, key: str) -> None:
+        self._path(key).unlink(missing_ok=True)
+
+
+class S3Storage:
+    def __init__(self, bucket: str, prefix: str, settings: S3Settings):
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.uri = f"s3://{bucket}/{self.prefix}".rstrip("/")
+        self.client = s3_client(settings)
+
+    def _key(self, key: str) -> str:
+        check_key(key)
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def read_bytes(self, key: str) -> bytes:
+        try:
+            return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                raise FileNotFoundError(f"{self.uri}/{key}") from None
+            raise
+
+    def write_bytes(self, key: str, data: bytes) -> None:
+        self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+
+    def exists(self, key: str) -> bool:
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+            return True
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
+                return False
+            raise
+
+    def list(self, prefix: str) -> Iterator[str]:
+        full = self._key(prefix.rstrip("/")) + "/" if prefix else (self.prefix + "/").lstrip("/")
+        strip = len(self.prefix) + 1 if self.prefix else 0
+        paginator = self.client.get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=full):
+            for obj in page.get("Contents", []):
+                yield obj["Key"][strip:]
+
+    def delete(self, key: str) -> None:
+        self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
+
+
+def open_storage(uri: str, s3: S3Settings | None = None) -> Storage:
+    """``s3://bucket/prefix`` → S3Storage; anything else is a local folder."""
+    parsed = urlparse(uri)
+    if parsed.scheme == "s3":
+        return S3Storage(parsed.netloc, parsed.path, s3 or S3Settings(anonymous=False))
+    if parsed.scheme not in ("", "file"):
+        raise ValueError(f"unsupported output URI scheme {parsed.scheme!r} in {uri!r}")
+    return LocalStorage(parsed.path if parsed.scheme == "file" else uri)
