@@ -100,8 +100,9 @@ def _license(meta: etree._Element | None, metadata: Mapping[str, Any] | None) ->
         if code is None and (lic.get("license-type") or "").lower() == "public-domain":
             code = "PD"
     elif meta is not None:
-        # older articles state the license only in the copyright statement
-        text = _text(meta.find("permissions/copyright-statement")) or None
+        # older articles state the license only in a copyright statement (NLM 2.x puts it
+        # straight under article-meta)
+        text = _text(meta.find(".//copyright-statement")) or None
         code = licenses.code_from_text(text)
     json_code = licenses.normalise_code((metadata or {}).get("license_code"))
     return License(code=json_code or code, url=url or None, text=text)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Literal
 from xml.sax.saxutils import escape
 
+import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
 Layout = Literal["s3", "bundles", "folders"]
@@ -91,7 +92,10 @@ def _panel_image(rng: random.Random, letters: list[str], width: int) -> bytes:
     for i, letter in enumerate(letters):
         kind = rng.randrange(3)
         if kind == 0:  # grayscale "scan": a bright ellipse in noise
-            img = Image.effect_noise((tile, tile), rng.uniform(20, 60)).convert("RGB")
+            noise = np.random.default_rng(rng.getrandbits(64)).normal(
+                100, rng.uniform(20, 60), (tile, tile)
+            )
+            img = Image.fromarray(noise.clip(0, 255).astype(np.uint8)).convert("RGB")
             draw = ImageDraw.Draw(img)
             r = tile // 3
             draw.ellipse((tile // 2 - r, tile // 2 - r, tile // 2 + r, tile // 2 + r), fill="#ddd")

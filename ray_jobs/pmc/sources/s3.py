@@ -123,10 +123,12 @@ class PmcS3Source:
 
     def _fetch_object(self, key: str, *, limit: int) -> bytes:
         try:
-            head = self.client.head_object(Bucket=self.bucket, Key=key)
-            if head.get("ContentLength", 0) > limit:
-                raise StageError(FETCH, "member_too_large", f"{key}: {head['ContentLength']} B")
-            return self._get(self.bucket, key)
+            response = self.client.get_object(Bucket=self.bucket, Key=key)
+            body = response["Body"]
+            if response.get("ContentLength", 0) > limit:  # refuse before reading the body
+                body.close()
+                raise StageError(FETCH, "member_too_large", f"{key}: {response['ContentLength']} B")
+            return body.read()
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code", "")
             if code in ("NoSuchKey", "404", "NotFound"):
