@@ -1,4 +1,4 @@
-"""The generated corpus: reproducible, and parsed exactly as its truth file says, in every layout."""
+"""The generated corpus: reproducible, and parsed as its truth file says, in every layout."""
 
 from __future__ import annotations
 
