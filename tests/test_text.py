@@ -1,0 +1,84 @@
+"""Text helpers: panel letters, sentences, acronyms, licenses."""
+
+from __future__ import annotations
+
+import pytest
+from lxml import etree
+
+from ray_jobs.pmc.acronyms import best_long_form, find_definitions
+from ray_jobs.pmc.licenses import code_from_text, code_from_url, normalise_code
+from ray_jobs.pmc.text import element_text, panel_letters, sentence_spans
+
+
+@pytest.mark.parametrize(
+    ("ref", "number", "expected"),
+    [
+        ("Fig. 1B", None, ["B"]),
+        ("Figs. 1C–E", None, ["C", "D", "E"]),
+        ("Figure 2A and B", None, ["A", "B"]),
+        ("Figure 1", None, []),
+        ("2a", None, ["A"]),
+        ("Figs. 1C and 2A", "2", ["A"]),
+        ("Fig. 3, panels A and B", None, ["A", "B"]),
+        ("Figures 2a-c", None, ["A", "B", "C"]),
+        ("Figure 1 and Table 2", None, []),
+        ("Supplementary Fig. S3B", "S3", ["B"]),
+    ],
+)
+def test_panel_letters(ref: str, number: str | None, expected: list[str]) -> None:
+    assert panel_letters(ref, number) == expected
+
+
+def test_sentences_respect_abbreviations_brackets_and_protected_spans() -> None:
+    text = (
+        "Cells were imaged (Fig. 1B). See e.g. Smith et al. for details. "
+        "Then J. Smith said (n = 3. Really) ok! Next one."
+    )
+    assert [text[a:b].strip() for a, b in sentence_spans(text)] == [
+        "Cells were imaged (Fig. 1B).",
+        "See e.g. Smith et al. for details.",
+        "Then J. Smith said (n = 3. Really) ok!",
+        "Next one.",
+    ]
+
+
+def test_element_text_blocks_inline_and_floats() -> None:
+    el = etree.fromstring(
+        b"<caption><title>Chem.</title><p>Of <bold>A</bold>, THL and <bold>B</bold>,\n"
+        b"  M<italic>m</italic>PPOX.</p><p>Next<fig><caption><p>inner</p></caption></fig> para."
+        b"</p><list><list-item><p>one</p></list-item><list-item><p>two</p></list-item></list>"
+        b"</caption>"
+    )
+    assert element_text(el) == "Chem. Of A, THL and B, MmPPOX. Next para. one two"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("We used magnetic resonance imaging (MRI) here.", {"MRI": "magnetic resonance imaging"}),
+        ("the Hormone-Sensitive Lipase (HSL) family", {"HSL": "Hormone-Sensitive Lipase"}),
+        ("lysogeny broth [55] (LB) was", {"LB": "lysogeny broth"}),
+        ("levels (hazard ratio (HR) 1.2)", {}),
+        ("an oxadiazol-2(3H)-one ring", {}),
+        ("cells (see above) grew", {}),
+        ("IL-6 (interleukin 6) rose", {"IL-6": "interleukin 6"}),
+    ],
+)
+def test_in_text_acronyms(text: str, expected: dict[str, str]) -> None:
+    assert find_definitions(text) == expected
+
+
+def test_schwartz_hearst_core() -> None:
+    assert best_long_form("RVFV", "Rift Valley fever virus") == "Rift Valley fever virus"
+    assert best_long_form("XYZ", "nothing matches here") is None
+
+
+def test_license_codes() -> None:
+    assert code_from_url("https://creativecommons.org/licenses/by-nc-nd/4.0/") == "CC BY-NC-ND"
+    assert code_from_url("http://creativecommons.org/publicdomain/zero/1.0/") == "CC0"
+    assert code_from_url("https://example.org/license") is None
+    assert code_from_text("under the Creative Commons Attribution Non-Commercial License") == (
+        "CC BY-NC"
+    )
+    assert normalise_code("cc_by_nc") == "CC BY-NC" and normalise_code("CC0") == "CC0"
+    assert normalise_code("  ") is None
