@@ -61,7 +61,8 @@ def test_element_text_blocks_inline_and_floats() -> None:
         ("levels (hazard ratio (HR) 1.2)", {}),
         ("an oxadiazol-2(3H)-one ring", {}),
         ("cells (see above) grew", {}),
-        ("IL-6 (interleukin 6) rose", {"IL-6": "interleukin 6"}),
+        ("IL-6 (interleukin 6) rose", {}),  # the reversed form is deliberately not read
+        ("the wild type (WT; n = 4) and", {"WT": "wild type"}),
     ],
 )
 def test_in_text_acronyms(text: str, expected: dict[str, str]) -> None:

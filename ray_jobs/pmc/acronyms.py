@@ -2,7 +2,9 @@
 
 The in-text matcher follows Schwartz & Hearst (2003): a short form in parentheses, and the
 shortest run of preceding words whose characters contain the short form's characters in order,
-the first one starting a word. The reversed form "SF (long form)" is tried too.
+the first one starting a word. A long form whose words' initials spell the short form is
+preferred. The reversed form "SF (long form)" is not read: it is rare in biomedical prose, and
+most parentheses after a capitalised word are not definitions.
 """
 
 from __future__ import annotations
@@ -10,8 +12,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-_PAREN = re.compile(r"(?<=\s)\(([^()]{1,120})\)")
-_WORD = re.compile(r"\S+")
+# "long form (SF)" / "long form (SF; ...)". The pattern starts with a literal, which lets the
+# regex engine skip ahead instead of trying every position of a long body.
+_DEFINED = re.compile(r"\(([^\W_][\w\-/+.&]{1,9})(?:[;,][^()]{0,110})?\)")
 _SHORT_CHARS = re.compile(r"^[\w\-/+.&]+$")
 _CITATION_TAIL = re.compile(r"\s*\[[\d,\s–\-]+\]\s*$")
 _BRACKETS = frozenset("()[]{}")
@@ -52,7 +55,7 @@ def best_long_form(short: str, candidate: str) -> str | None:
 
 
 def _candidate_words(text_before: str, short: str) -> str:
-    words = _WORD.findall(_CITATION_TAIL.sub("", text_before))
+    words = _CITATION_TAIL.sub("", text_before).split()
     limit = min(len(short) + 5, len(short) * 2)
     # a long form does not cross a sentence end, a clause break or a bracket
     kept: list[str] = []
@@ -87,28 +90,34 @@ def _plausible(short: str, long_form: str) -> bool:
 
 def long_form_for(short: str, candidate: str) -> str | None:
     found = _initials_long_form(short, candidate) or best_long_form(short, candidate)
-    return found if found and _plausible(short, found) else None
+    return " ".join(found.split()) if found and _plausible(short, found) else None
 
 
 def find_definitions(text: str) -> dict[str, str]:
-    """In-text definitions in one passage, short form → long form (first definition wins)."""
+    """In-text definitions in one passage, short form → long form.
+
+    Only the first parenthesised use of a short form is tried: that is where authors define it,
+    and later uses ("... in the WT (Table 2)") only add false matches and time.
+    """
     found: dict[str, str] = {}
-    for m in _PAREN.finditer(text):
-        inner = m.group(1).split(";")[0].split(",")[0].strip()
-        if is_short_form(inner):
-            before = _candidate_words(text[: m.start()], inner)
-            long_form = long_form_for(inner, before) if before else None
-            if long_form and inner not in found:
-                found[inner] = long_form
+    tried: set[str] = set()
+    for m in _DEFINED.finditer(text):
+        short, start = m.group(1), m.start()
+        # prose puts a space before the parenthesis; chemistry ("oxadiazol-2(3H)-one") does not
+        if not start or not text[start - 1].isspace() or short in tried:
             continue
-        # reversed: "SF (long form)"
-        words_before = _WORD.findall(text[max(0, m.start() - 20) : m.start()])
-        if words_before and len(inner.split()) >= 2:
-            short = words_before[-1].strip(",;:")
-            if is_short_form(short) and short not in found:
-                long_form = long_form_for(short, inner)
-                if long_form:
-                    found[short] = long_form
+        tried.add(short)
+        if not is_short_form(short):
+            continue
+        window = text[max(0, start - 200) : start]
+        # S-H needs the short form's first character to start a word of the long form
+        first = short[0].lower()
+        if not any(w[0] == first for w in window.lower().replace("-", " ").split()):
+            continue
+        before = _candidate_words(window, short)
+        long_form = long_form_for(short, before) if before else None
+        if long_form:
+            found[short] = long_form
     return found
 
 

@@ -83,11 +83,43 @@ def _sentence(rng: random.Random, n: int = 12) -> str:
     return " ".join(words).capitalize() + "."
 
 
+def _prose_section(rng: random.Random, title: str, n_paras: int, n_refs: int) -> str:
+    paras = []
+    for _ in range(n_paras):
+        sentences = []
+        for _ in range(rng.randint(3, 7)):
+            sentence = escape(_sentence(rng, rng.randint(10, 24)))
+            roll = rng.random()
+            if roll < 0.4:
+                ref = rng.randint(1, n_refs)
+                sentence = f'{sentence[:-1]} [<xref ref-type="bibr" rid="B{ref}">{ref}</xref>].'
+            elif roll < 0.55:
+                sentence = f"{sentence[:-1]} (<italic>p</italic> &lt; 0.0{rng.randint(1, 5)})."
+            sentences.append(sentence)
+        paras.append(f"<p>{' '.join(sentences)}</p>")
+    return f"<sec><title>{title}</title>{''.join(paras)}</sec>"
+
+
+def _reference_list(rng: random.Random, n_refs: int) -> str:
+    refs = []
+    for i in range(1, n_refs + 1):
+        surname = rng.choice(["Smith", "Garcia", "Chen", "Okafor", "Novak", "Tanaka", "Silva"])
+        refs.append(
+            f'<ref id="B{i}"><mixed-citation publication-type="journal"><person-group '
+            f'person-group-type="author"><name><surname>{surname}</surname><given-names>'
+            f"{chr(65 + i % 26)}</given-names></name></person-group>. <article-title>"
+            f"{escape(_sentence(rng, 9)[:-1])}</article-title>. <source>"
+            f"{rng.choice(_JOURNALS)}</source>. <year>{2000 + i % 24}</year>;<volume>{i}"
+            f"</volume>:<fpage>{10 * i}</fpage>.</mixed-citation></ref>"
+        )
+    return f"<ref-list><title>References</title>{''.join(refs)}</ref-list>"
+
+
 def _panel_image(rng: random.Random, letters: list[str], width: int) -> bytes:
     """A compound figure: one tile per panel letter, each a different synthetic texture."""
     cols = min(len(letters), 2)
     rows = (len(letters) + cols - 1) // cols
-    tile = width // cols
+    tile = max(width // cols, 64)  # small enough for tests, large enough to draw in
     canvas = Image.new("RGB", (tile * cols, tile * rows), "white")
     for i, letter in enumerate(letters):
         kind = rng.randrange(3)
@@ -224,6 +256,12 @@ def generate_article(seed: int, index: int, *, image_width: int = 320) -> Genera
     glossary = "".join(
         f"<def-item><term>{sf}</term><def><p>{lf}</p></def></def-item>" for lf, sf in acronyms[:2]
     )
+    # the bulk of a real article: prose with citations and statistics, and a reference list
+    body_rng = random.Random(f"{seed}:{index}:body")
+    n_refs = body_rng.randint(25, 50)
+    intro = _prose_section(body_rng, "Introduction", body_rng.randint(6, 12), n_refs)
+    discussion = _prose_section(body_rng, "Discussion", body_rng.randint(8, 16), n_refs)
+    references = _reference_list(body_rng, n_refs)
     year = 2015 + index % 11
     doi = f"10.5555/sample.{index}"
     pmid = str(30_000_000 + index)
@@ -249,12 +287,14 @@ def generate_article(seed: int, index: int, *, image_width: int = 320) -> Genera
         f'<article-id pub-id-type="doi">{doi}</article-id>'
         f"<title-group><article-title>A study of <italic>sample</italic> article {index}"
         "</article-title></title-group>"
-        f'<pub-date pub-type="epub"><year>{year}</year></pub-date>'
+        f'<pub-date pub-type="epub"><day>{1 + index % 28}</day><month>{1 + index % 12}</month>'
+        f"<year>{year}</year></pub-date>"
+        f'<pub-date pub-type="collection"><year>{year}</year></pub-date>'
         f"<permissions>{_license_xml(lic_style, lic_url)}</permissions>{abstract}"
         "<kwd-group><kwd>imaging</kwd><kwd>pathology</kwd></kwd-group>"
-        f"</article-meta></front><body><sec><title>Results</title>{''.join(paras)}</sec></body>"
-        f"<back><glossary><title>Abbreviations</title><def-list>{glossary}</def-list></glossary>"
-        "</back></article>"
+        f"</article-meta></front><body>{intro}<sec><title>Results</title>{''.join(paras)}</sec>"
+        f"{discussion}</body><back><glossary><title>Abbreviations</title><def-list>{glossary}"
+        f"</def-list></glossary>{references}</back></article>"
     ).encode()
     retracted = index % 23 == 7
     metadata = {

@@ -49,7 +49,7 @@ FLOAT_TAGS = frozenset(
         "inline-graphic",
     }
 )
-_WS = re.compile(r"\s+")
+_WS = re.compile(r"\s+")  # any run with a newline, tab or double space
 
 
 class TextBuilder:
@@ -65,7 +65,8 @@ class TextBuilder:
     def append(self, text: str | None) -> None:
         if not text:
             return
-        text = _WS.sub(" ", text)
+        if "  " in text or "\n" in text or "\t" in text or "\r" in text:
+            text = _WS.sub(" ", text)
         if text[0] == " ":
             self._pending = True
             text = text[1:]
@@ -104,7 +105,22 @@ def _tag(el: etree._Element) -> str:
 XrefHook = Callable[[etree._Element, int, int], None]
 
 
+_STRUCTURE = tuple(BLOCK_TAGS | FLOAT_TAGS)
+_STRUCTURE_OR_XREF = (*_STRUCTURE, "xref")
+
+
 def _walk(el: etree._Element, out: TextBuilder, on_xref: XrefHook | None) -> None:
+    if not len(el):  # a leaf: its text is all there is
+        out.append(el.text)
+        return
+    # Fast path: a subtree with no block, float (or, when asked for, xref) inside it is plain
+    # inline text, which lxml's C serialiser renders exactly as the walk below would.
+    if (
+        next(el.iterdescendants(*(_STRUCTURE if on_xref is None else _STRUCTURE_OR_XREF)), None)
+        is None
+    ):
+        out.append(etree.tostring(el, method="text", encoding="unicode", with_tail=False))
+        return
     out.append(el.text)
     for child in el:
         tag = _tag(child)
@@ -152,12 +168,16 @@ def sentence_spans(text: str, protected: list[tuple[int, int]] = ()) -> list[tup
     scanned = 0
     for m in _BOUNDARY.finditer(text):
         end = m.end()
-        # bracket depth between the last scan point and this candidate
-        for ch in text[scanned : m.start()]:
-            if ch in "([":
-                depth += 1
-            elif ch in ")]" and depth:
-                depth -= 1
+        # bracket depth between the last scan point and this candidate (counted in C)
+        segment = text[scanned : m.start()]
+        depth = max(
+            0,
+            depth
+            + segment.count("(")
+            + segment.count("[")
+            - segment.count(")")
+            - segment.count("]"),
+        )
         scanned = m.start()
         if depth:
             continue
