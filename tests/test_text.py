@@ -83,3 +83,33 @@ def test_license_codes() -> None:
     )
     assert normalise_code("cc_by_nc") == "CC BY-NC" and normalise_code("CC0") == "CC0"
     assert normalise_code("  ") is None
+
+
+FIG_GROUP = b"""<article xmlns:xlink="http://www.w3.org/1999/xlink"><front><article-meta>
+<article-id pub-id-type="pmc">PMC77</article-id></article-meta></front><body>
+<p>Both panels (<xref ref-type="fig" rid="g1a g1b">Figs. 1a and 1b</xref>) and
+<xref ref-type="fig" rid="g1b">Fig. 1b</xref>C.</p>
+<fig-group id="g1"><caption><p>Group caption.</p></caption>
+<fig id="g1a"><label>Figure 1a</label><caption><title>Left.</title><p>First
+<list><list-item><p>item one</p></list-item><list-item><p>item two</p></list-item></list>
+</p></caption><alternatives><graphic xlink:href="g1a.tif"/><graphic xlink:href="g1a.png"/>
+</alternatives></fig>
+<fig id="g1b"><label>Figure 1b</label><caption><p>Right<sup>2</sup> side.</p></caption>
+<graphic xlink:href="g1b"/></fig></fig-group></body></article>"""
+
+
+def test_fig_group_children_alternatives_and_extensionless_hrefs() -> None:
+    from ray_jobs.pmc.jats import parse_article
+
+    article = parse_article(FIG_GROUP, media_names=["g1a.tif", "g1a.png", "g1b.jpg", "x.json"])
+    a, b = article.figures
+    assert (a.id, a.label, b.id) == ("g1a", "Figure 1a", "g1b")
+    assert a.caption == "Left. First item one item two"
+    assert b.caption == "Right2 side."
+    assert a.graphics == ["g1a.tif", "g1a.png"]
+    assert a.image == "g1a.png"  # a web format wins over TIFF
+    assert b.image == "g1b.jpg"  # the extension PMC left off
+    # one xref naming both figures counts for each; letters glued after the xref count too
+    assert [m.text for m in a.mentions] == ["Figs. 1a and 1b"]
+    assert [m.panels for m in a.mentions] == [[]]  # "1a" is this figure's label, not a panel
+    assert [(m.text, m.panels) for m in b.mentions] == [("Figs. 1a and 1b", []), ("Fig. 1b", ["C"])]

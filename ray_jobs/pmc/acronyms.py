@@ -32,21 +32,19 @@ def is_short_form(candidate: str) -> bool:
 
 def best_long_form(short: str, candidate: str) -> str | None:
     """Schwartz–Hearst: match the short form's characters right to left inside the candidate."""
-    s = len(short) - 1
-    i = len(candidate) - 1
-    while s >= 0:
+    low = candidate.lower()
+    i = len(low) - 1
+    for s in range(len(short) - 1, -1, -1):
         c = short[s].lower()
         if not c.isalnum():
-            s -= 1
             continue
-        while i >= 0 and (
-            candidate[i].lower() != c or (s == 0 and i > 0 and candidate[i - 1].isalnum())
-        ):
-            i -= 1
+        i = low.rfind(c, 0, i + 1)
+        # the short form's first character must start a word of the long form
+        while s == 0 and i > 0 and low[i - 1].isalnum():
+            i = low.rfind(c, 0, i)
         if i < 0:
             return None
         i -= 1
-        s -= 1
     start = candidate.rfind(" ", 0, i + 1) + 1
     long_form = candidate[start:].strip()
     if len(long_form) <= len(short) or short.lower() in long_form.lower().split():
@@ -55,26 +53,24 @@ def best_long_form(short: str, candidate: str) -> str | None:
 
 
 def _candidate_words(text_before: str, short: str) -> str:
-    words = _CITATION_TAIL.sub("", text_before).split()
-    limit = min(len(short) + 5, len(short) * 2)
-    # a long form does not cross a sentence end, a clause break or a bracket
-    kept: list[str] = []
-    for word in reversed(words[-limit:]):
-        if _BRACKETS.intersection(word) or (kept and word.endswith((".", ";", ":"))):
-            break
-        kept.append(word)
-    return " ".join(reversed(kept)).rstrip(",;:")
+    """The words a long form may span: at most min(|SF|+5, 2|SF|), never across a bracket, a
+    sentence end or a clause break, and never a trailing citation ("broth [55] (LB)")."""
+    text = _CITATION_TAIL.sub("", text_before)
+    cut = max(text.rfind(c) for c in ("(", ")", "[", "]", "{", "}", ". ", "; ", ": "))
+    words = text[cut + 1 :].split()
+    return " ".join(words[-min(len(short) + 5, len(short) * 2) :]).rstrip(",;:")
 
 
 def _initials_long_form(short: str, candidate: str) -> str | None:
     """The last words whose initials spell the short form ("Hormone-Sensitive Lipase" → HSL)."""
-    letters = [c.lower() for c in short if c.isalpha()]
+    letters = "".join(c for c in short.lower() if c.isalpha())
     words = candidate.split()
     for take in range(1, min(len(words), len(letters)) + 1):
         tail = words[-take:]
-        parts = [p for w in tail for p in w.split("-") if p]
-        initials = [p[0].lower() for p in parts if p[0].isalpha()]
-        if initials == letters or [p[0].lower() for p in tail] == letters:
+        if "".join(w[0] for w in tail).lower() == letters:
+            return " ".join(tail)
+        parts = "".join(p[0] for w in tail for p in w.split("-") if p and p[0].isalpha())
+        if parts.lower() == letters:
             return " ".join(tail)
     return None
 
@@ -107,12 +103,13 @@ def find_definitions(text: str) -> dict[str, str]:
         if not start or not text[start - 1].isspace() or short in tried:
             continue
         tried.add(short)
-        if not is_short_form(short):
+        # _DEFINED already bounds length and characters; an acronym also carries a capital
+        if short.lower() == short:
             continue
         window = text[max(0, start - 200) : start]
         # S-H needs the short form's first character to start a word of the long form
-        first = short[0].lower()
-        if not any(w[0] == first for w in window.lower().replace("-", " ").split()):
+        first = " " + short[0].lower()
+        if first not in " " + window.lower().replace("-", " ").replace("\n", " "):
             continue
         before = _candidate_words(window, short)
         long_form = long_form_for(short, before) if before else None

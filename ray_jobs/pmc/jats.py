@@ -26,6 +26,7 @@ from ray_jobs.pmc.text import (
     panel_letters,
     sentence_at,
     sentence_spans,
+    text_with_spans,
 )
 
 XLINK_HREF = "{http://www.w3.org/1999/xlink}href"
@@ -35,7 +36,6 @@ STAGE = "parse"
 # extension, or names one the package does not hold (a .tif converted to .jpg).
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".webp", ".tif", ".tiff", ".bmp", ".eps")
 _MENTION_BLOCKS = BLOCK_TAGS - {"list", "sec", "caption", "tr", "list-item", "def-item"}
-_FIG_XREFS = etree.XPath(".//xref[@ref-type='fig' and @rid]")  # evaluated in C, not Python
 _PUB_DATE_ORDER = ("epub", "ppub", "pub", "epub-ppub", "collection", "ecorrected")
 
 
@@ -171,21 +171,14 @@ def _mention_block(xref: etree._Element) -> etree._Element:
 def _mentions(root: etree._Element, fig_numbers: Mapping[str, str | None]) -> dict[str, list]:
     """Figure id → mentions, for every fig xref at any depth of the article."""
     by_block: dict[etree._Element, list[etree._Element]] = {}
-    for xref in _FIG_XREFS(root):
-        by_block.setdefault(_mention_block(xref), []).append(xref)
+    for xref in root.iter("xref"):  # faster than the equivalent XPath, measured
+        if xref.get("ref-type") == "fig" and xref.get("rid"):
+            by_block.setdefault(_mention_block(xref), []).append(xref)
     out: dict[str, list[Mention]] = {}
     for block, xrefs in by_block.items():
-        wanted = {id(x) for x in xrefs}
-        spans: dict[int, tuple[int, int]] = {}
-
-        def hook(el: etree._Element, start: int, end: int, spans=spans, wanted=wanted) -> None:
-            if id(el) in wanted:
-                spans[id(el)] = (start, end)
-
-        paragraph = element_text(block, hook)
-        sentences = sentence_spans(paragraph, list(spans.values()))
-        for xref in xrefs:
-            start, end = spans.get(id(xref), (0, 0))
+        paragraph, spans = text_with_spans(block, xrefs)
+        sentences = sentence_spans(paragraph, spans)
+        for xref, (start, end) in zip(xrefs, spans, strict=True):
             ref_text = paragraph[start:end].strip() if end > start else _text(xref)
             sentence = sentence_at(paragraph, sentences, start)
             for rid in xref.get("rid", "").split():
@@ -256,7 +249,9 @@ def _in_text_acronyms(meta: etree._Element | None, root: etree._Element) -> list
     found: dict[str, str] = {}
     for scope in scopes:
         for block in scope.iter(_SEPARATED_BLOCKS):
-            block.tail = "\n" + block.tail if block.tail else "\n"
+            tail = block.tail
+            if not tail or not tail[0].isspace():  # setting a tail costs; most need none
+                block.tail = "\n" + tail if tail else "\n"
         text = etree.tostring(scope, method="text", encoding="unicode", with_tail=False)
         for short, long_form in find_definitions(text).items():
             found.setdefault(short, long_form)

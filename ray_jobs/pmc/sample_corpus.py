@@ -241,8 +241,8 @@ def generate_article(seed: int, index: int, *, image_width: int = 320) -> Genera
             named = letters
         else:
             ref = (
-                f'<italic>see</italic> <xref ref-type="fig" rid="F{f}">Figure '
-                f"<bold>{f}{letters[1]}</bold></xref>"
+                f'<italic>see <xref ref-type="fig" rid="F{f}">Figure '
+                f"<bold>{f}{letters[1]}</bold></xref></italic>"
             )
             named = [letters[1]]
         fig["mention_panels"].append(named)

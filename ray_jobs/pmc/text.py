@@ -150,6 +150,62 @@ def element_text(el: etree._Element | None, on_xref: XrefHook | None = None) -> 
     return out.text()
 
 
+# Private-use characters: valid XML text, and absent from real articles (checked below).
+_OPEN, _CLOSE = "\ue000", "\ue001"
+_MARKS = re.compile("[\ue000\ue001]")
+
+
+def text_with_spans(
+    block: etree._Element, marked: list[etree._Element]
+) -> tuple[str, list[tuple[int, int]]]:
+    """The block's text and the span of each marked descendant, in document order.
+
+    A block with no nested block or float is rendered by lxml's C serialiser with marker
+    characters briefly placed around each marked element (then removed from the tree); only a
+    block that holds structure, or already holds a marker character, goes through the walk.
+    """
+    raw = None
+    if next(block.iterdescendants(*_STRUCTURE), None) is None:
+        saved = [(el, el.text, el.tail) for el in marked]
+        try:
+            for el, text, tail in saved:
+                el.text = _OPEN + (text or "")
+                el.tail = _CLOSE + (tail or "")
+            raw = etree.tostring(block, method="text", encoding="unicode", with_tail=False)
+        finally:
+            for el, text, tail in saved:
+                el.text, el.tail = text, tail
+    if raw is None or len(_MARKS.findall(raw)) != 2 * len(marked):
+        wanted = {id(el): i for i, el in enumerate(marked)}
+        found: list[tuple[int, int]] = [(0, 0)] * len(marked)
+
+        def hook(el: etree._Element, start: int, end: int) -> None:
+            if id(el) in wanted:
+                found[wanted[id(el)]] = (start, end)
+
+        return element_text(block, hook), found
+    raw = _WS.sub(" ", raw)
+    pieces: list[str] = []
+    spans: list[tuple[int, int]] = []
+    length, last, opened, prev_space = 0, 0, 0, True
+    for m in _MARKS.finditer(raw):
+        piece = raw[last : m.start()]
+        if prev_space and piece.startswith(" "):
+            piece = piece[1:]
+        if piece:
+            pieces.append(piece)
+            length += len(piece)
+            prev_space = piece.endswith(" ")
+        if m.group() == _OPEN:
+            opened = length
+        else:
+            spans.append((opened, length))
+        last = m.end()
+    piece = raw[last:]
+    pieces.append(piece[1:] if prev_space and piece.startswith(" ") else piece)
+    return "".join(pieces).rstrip(), spans
+
+
 # --- sentences -------------------------------------------------------------------------------
 
 _ABBREVIATIONS = frozenset(
@@ -241,6 +297,11 @@ def panel_letters(ref_text: str, figure_number: str | None = None) -> list[str]:
     figure's number are taken when the number is known.
     """
     text = _FIG_WORD.sub("", ref_text.strip())
+    if figure_number and figure_number[-1].isalpha():
+        # the figure's own label carries a letter (fig-group children: "Figure 1b"), so only
+        # letters after that whole label name panels: "Fig. 1bC" → [C]
+        m = re.search(r"(?<![0-9])" + re.escape(figure_number), text, re.I)
+        return _letters_after_number(text[m.end() :]) if m else []
     groups = _NUMBER_REST.findall(text)
     if not groups:
         return _letters_after_number(text) if len(text.strip()) <= 8 else []
@@ -253,8 +314,8 @@ def panel_letters(ref_text: str, figure_number: str | None = None) -> list[str]:
 
 
 def figure_number(label: str | None) -> str | None:
-    """The number in a figure label ("Figure 3" → 3, "Fig. S2." → S2), or None."""
+    """The number in a figure label ("Figure 3" → 3, "Fig. S2." → S2, "Figure 1b" → 1b)."""
     if not label:
         return None
-    m = re.search(r"(S?\d+)", label, re.I)
+    m = re.search(r"(S?\d+[A-Za-z]?)(?![A-Za-z])", label, re.I)
     return m.group(1) if m else None
