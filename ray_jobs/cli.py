@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import cast
 
 import click
 import yaml
@@ -66,10 +67,12 @@ def parse(path: str, max_xml_bytes: int) -> None:
 @click.option("--image-width", type=click.IntRange(32), default=320, show_default=True)
 def sample_corpus(out: str, count: int, layout: str, seed: int, image_width: int) -> None:
     """Write a generated PMC-like corpus (with truth.jsonl) in one of the source layouts."""
-    from ray_jobs.pmc.sample_corpus import write_corpus
+    from ray_jobs.pmc.sample_corpus import Layout, write_corpus
 
     setup_logging()
-    written = write_corpus(Path(out), count, layout, seed, image_width)  # type: ignore[arg-type]
+    written = write_corpus(
+        Path(out), count, cast(Layout, layout), seed, image_width, progress=sys.stderr.isatty()
+    )
     click.echo(f"wrote {written} article versions ({layout} layout) to {out}")
 
 

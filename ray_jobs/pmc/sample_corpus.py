@@ -25,6 +25,7 @@ from xml.sax.saxutils import escape
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
+from rich.progress import track
 
 Layout = Literal["s3", "bundles", "folders"]
 INVENTORY_DATE = "2026-11-29T01-00Z"
@@ -338,13 +339,15 @@ def _tar_gz(files: dict[str, bytes]) -> bytes:
     return gzip.compress(raw.getvalue(), mtime=0)
 
 
-def write_corpus(out: Path, n: int, layout: Layout, seed: int, image_width: int = 320) -> int:
+def write_corpus(
+    out: Path, n: int, layout: Layout, seed: int, image_width: int = 320, progress: bool = False
+) -> int:
     """Write ``n`` articles (plus earlier versions of some) in the given layout; returns count."""
     out.mkdir(parents=True, exist_ok=True)
     truths: list[dict] = []
     inventory_rows: list[list[str]] = []
     file_list: list[dict[str, str]] = []
-    for index in range(n):
+    for index in track(range(n), description="generating articles", disable=not progress):
         art = generate_article(seed, index, image_width=image_width)
         versions = [art]
         if art.version == 2 and layout != "bundles":
