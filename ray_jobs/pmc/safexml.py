@@ -26,8 +26,6 @@ def _parser() -> etree.XMLParser:
             dtd_validation=False,
             no_network=True,
             huge_tree=False,
-            remove_comments=True,
-            remove_pis=True,
         )
         _local.parser = parser
     return parser
