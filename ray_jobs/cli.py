@@ -104,6 +104,78 @@ def ingest(config_path: str | None, progress: bool) -> None:
     )
 
 
+@main.command()
+@click.option("--out", type=click.Path(file_okay=False), required=True)
+@click.option("--n", "count", type=click.IntRange(1), required=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--panels",
+    "folders",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False),
+    help="Folders of real single-panel images to sample from (repeatable).",
+)
+@click.option("--workers", type=click.IntRange(1), default=None, help="Processes [all cores].")
+@click.option("--max-side", type=click.IntRange(64), default=768, show_default=True)
+def synth(
+    out: str, count: int, seed: int, folders: tuple[str, ...], workers: int | None, max_side: int
+) -> None:
+    """Write synthetic compound figures as a YOLO dataset plus COCO JSON."""
+    from ray_jobs.figures.synth.generate import write_dataset
+
+    setup_logging()
+    figures = write_dataset(
+        Path(out),
+        count,
+        seed,
+        folders=list(folders) or None,
+        workers=workers,
+        max_side=max_side,
+        progress=sys.stderr.isatty(),
+    )
+    panels = sum(len(f["panels"]) for f in figures)
+    click.echo(f"wrote {len(figures)} figures ({panels} panels) to {out}")
+
+
+@main.command("train-detector")
+@click.option("--data", type=click.Path(exists=True), required=True, help="YOLO data.yaml.")
+@click.option("--out", type=click.Path(file_okay=False), required=True)
+@click.option(
+    "--arch",
+    type=click.Choice(["yolo11n", "yolo11s", "yolo11m", "rtdetr-l"]),
+    default="yolo11n",
+    show_default=True,
+)
+@click.option("--epochs", type=click.IntRange(1), default=30, show_default=True)
+@click.option("--imgsz", type=click.IntRange(32), default=320, show_default=True)
+@click.option("--batch", type=click.IntRange(1), default=16, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--device", default=None, help="cpu, 0, 0,1 ... [a GPU when there is one]")
+def train_detector_cmd(
+    data: str,
+    out: str,
+    arch: str,
+    epochs: int,
+    imgsz: int,
+    batch: int,
+    seed: int,
+    device: str | None,
+) -> None:
+    """Train the panel detector from scratch (offline) and write its checkpoint and metrics."""
+    from ray_jobs.figures.detector_train import train_detector
+
+    setup_logging()
+    result = train_detector(
+        data, out, arch=arch, epochs=epochs, imgsz=imgsz, batch=batch, seed=seed, device=device
+    )
+    click.echo(
+        json.dumps(
+            {"weights": result.weights, "seconds": result.seconds, "metrics": result.metrics},
+            indent=2,
+        )
+    )
+
+
 @main.command("show-config")
 @_CONFIG
 def show_config(config_path: str | None) -> None:

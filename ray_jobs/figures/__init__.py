@@ -1,0 +1,1 @@
+"""Figures: synthetic compound figures, the panel detector, panel extraction."""

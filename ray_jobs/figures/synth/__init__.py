@@ -1,0 +1,1 @@
+"""Synthetic compound figures with exact panel and label boxes, for training the detector."""

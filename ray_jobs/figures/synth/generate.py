@@ -1,0 +1,279 @@
+"""Compose synthetic compound figures and write them as a YOLO dataset plus COCO JSON.
+
+Figure ``i`` of seed ``s`` depends only on ``(s, i)`` (numpy SeedSequence), so the output is
+byte-identical however many worker processes write it and in whatever order.
+
+Output::
+
+    images/{train,val}/synth-000123.jpg
+    labels/{train,val}/synth-000123.txt     YOLO: class cx cy w h (normalised); 0 panel, 1 label
+    meta/synth-000123.json                  the figure's parameters and exact boxes
+    annotations/{train,val}.json            COCO (categories 1 panel, 2 label)
+    data.yaml                               the ultralytics dataset file
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageDraw
+from rich.progress import track
+
+from ray_jobs.figures.synth.fonts import font
+from ray_jobs.figures.synth.labels import SCHEMES, label_text
+from ray_jobs.figures.synth.layout import Box, sample_layout
+from ray_jobs.figures.synth.panels import PROCEDURAL, WHITE_KINDS, FolderPanels, decorate
+
+log = logging.getLogger(__name__)
+CLASSES = ("panel", "label")
+
+
+@dataclass
+class SynthFigure:
+    name: str
+    split: str
+    width: int
+    height: int
+    panels: list[Box]
+    labels: list[Box | None]  # the label box of each panel, None when it has none
+    label_texts: list[str | None]
+    params: dict = field(default_factory=dict)
+
+
+def _brightness(img: Image.Image, box: Box) -> float:
+    crop = img.crop(box).convert("L")
+    return float(np.asarray(crop).mean()) if crop.size[0] and crop.size[1] else 128.0
+
+
+def _draw_label(
+    rng: np.random.Generator,
+    canvas: Image.Image,
+    panel: Box,
+    text: str,
+    outside: bool,
+    size: int,
+    bold: bool,
+    boxed: bool,
+) -> Box:
+    draw = ImageDraw.Draw(canvas)
+    face = font(size, bold=bold)
+    x0, y0, x1, _ = panel
+    inset = int(rng.integers(2, max(3, size // 2)))
+    if outside:
+        x, y = x0 + inset, y0 - size - 3
+    else:
+        corner = rng.choice(["tl", "tl", "tl", "tr", "bl"])
+        tw = draw.textlength(text, font=face)
+        x = x0 + inset if corner != "tr" else x1 - inset - tw
+        y = y0 + inset if corner != "bl" else panel[3] - inset - size * 1.2
+    left, top, right, bottom = draw.textbbox((x, y), text, font=face)
+    if boxed:
+        draw.rectangle((left - 2, top - 2, right + 2, bottom + 2), fill=(255, 255, 255))
+        color = (0, 0, 0)
+    else:
+        light = _brightness(canvas, (int(left), int(top), int(right) + 1, int(bottom) + 1)) > 110
+        color = (0, 0, 0) if light else (255, 255, 255) if rng.random() < 0.8 else (255, 230, 0)
+    draw.text((x, y), text, font=face, fill=color)
+    pad = 2 if boxed else 1
+    return (
+        max(0, int(left) - pad),
+        max(0, int(top) - pad),
+        min(canvas.width, int(right) + pad + 1),
+        min(canvas.height, int(bottom) + pad + 1),
+    )
+
+
+def make_figure(
+    seed: int,
+    index: int,
+    *,
+    folders: list[str] | None = None,
+    max_side: int = 768,
+    val_every: int = 10,
+) -> tuple[bytes, SynthFigure]:
+    """One compound figure (JPEG bytes) and its exact ground truth."""
+    rng = np.random.default_rng([seed, index])
+    labelled = rng.random() < 0.85
+    outside = labelled and rng.random() < 0.3
+    scheme = str(rng.choice(SCHEMES))
+    label_size = int(rng.integers(12, 30))
+    background = (255, 255, 255) if rng.random() < 0.8 else (0, 0, 0)
+    makers = list(PROCEDURAL)
+    # figures often repeat one modality across panels
+    theme = str(rng.choice(makers)) if rng.random() < 0.5 else None
+    # white panels touching on a white page have no visible boundary: nobody could draw the
+    # truth there, so such figures always get a gap
+    blank_risk = background == (255, 255, 255) and (theme is None or theme in WHITE_KINDS)
+    layout = sample_layout(
+        rng, label_band=label_size + 6 if outside else 0, min_margin=6 if blank_risk else 0
+    )
+    canvas = Image.new("RGB", (layout.width, layout.height), background)
+    folder_panels = FolderPanels(folders) if folders else None
+    kinds: list[str] = []
+    for x0, y0, x1, y1 in layout.boxes:
+        w, h = x1 - x0, y1 - y0
+        if folder_panels and len(folder_panels) and rng.random() < 0.5:
+            kind, panel = "folder", folder_panels.sample(rng, w, h)
+        else:
+            kind = theme or str(rng.choice(makers))
+            panel = PROCEDURAL[kind](rng, w, h)
+        kinds.append(kind)
+        canvas.paste(decorate(rng, panel), (x0, y0))
+    # reading order: the layout already lists rows top to bottom, then left to right
+    labels: list[Box | None] = []
+    texts: list[str | None] = []
+    bold = bool(rng.random() < 0.6)
+    boxed = bool(not outside and rng.random() < 0.15)
+    for i, box in enumerate(layout.boxes):
+        if not labelled or (rng.random() < 0.03 and len(layout.boxes) > 1):
+            labels.append(None)
+            texts.append(None)
+            continue
+        text = label_text(scheme, i, layout.row_of[i], layout.col_of[i])
+        size = max(10, min(label_size, (box[3] - box[1]) // 3))
+        labels.append(_draw_label(rng, canvas, box, text, outside, size, bold, boxed))
+        texts.append(text)
+    caption_strip = rng.random() < 0.15
+    if caption_strip:  # figures cropped from PDFs often carry a line of caption below them
+        strip = int(rng.integers(20, 48))
+        extended = Image.new("RGB", (canvas.width, canvas.height + strip), (255, 255, 255))
+        extended.paste(canvas, (0, 0))
+        ImageDraw.Draw(extended).text(
+            (6, canvas.height + 4),
+            "Figure 1. (A) Axial image and (B) detail of the lesion.",
+            font=font(max(10, strip // 2), bold=False),
+            fill=(20, 20, 20),
+        )
+        canvas = extended
+    scale = min(1.0, max_side / max(canvas.size))
+    if scale < 1.0:
+        canvas = canvas.resize(
+            (round(canvas.width * scale), round(canvas.height * scale)), Image.Resampling.LANCZOS
+        )
+
+    def scaled(box: Box) -> Box:
+        return (
+            round(box[0] * scale),
+            round(box[1] * scale),
+            round(box[2] * scale),
+            round(box[3] * scale),
+        )
+
+    buffer = io.BytesIO()
+    canvas.save(buffer, format="JPEG", quality=int(rng.integers(80, 96)))
+    figure = SynthFigure(
+        name=f"synth-{index:06d}",
+        split="val" if index % val_every == 0 else "train",
+        width=canvas.width,
+        height=canvas.height,
+        panels=[scaled(b) for b in layout.boxes],
+        labels=[scaled(b) if b else None for b in labels],
+        label_texts=texts,
+        params={
+            "seed": seed,
+            "index": index,
+            "layout": layout.kind,
+            "grid": list(layout.grid),
+            "margin": layout.margin,
+            "padding": layout.padding,
+            "scheme": scheme if labelled else None,
+            "label_placement": ("outside" if outside else "inside") if labelled else None,
+            "label_boxed": boxed,
+            "background": list(background),
+            "panel_kinds": kinds,
+            "caption_strip": caption_strip,
+            "scale": scale,
+        },
+    )
+    return buffer.getvalue(), figure
+
+
+def yolo_lines(figure: SynthFigure) -> str:
+    lines = []
+    boxes = [(0, b) for b in figure.panels] + [(1, b) for b in figure.labels if b]
+    for cls, (x0, y0, x1, y1) in boxes:
+        cx, cy = (x0 + x1) / 2 / figure.width, (y0 + y1) / 2 / figure.height
+        w, h = (x1 - x0) / figure.width, (y1 - y0) / figure.height
+        lines.append(f"{cls} {cx:.6f} {cy:.6f} {w:.6f} {h:.6f}")
+    return "\n".join(lines) + "\n"
+
+
+def _write_one(args: tuple[Path, int, int, list[str] | None, int]) -> dict:
+    out, seed, index, folders, max_side = args
+    data, figure = make_figure(seed, index, folders=folders, max_side=max_side)
+    (out / "images" / figure.split / f"{figure.name}.jpg").write_bytes(data)
+    (out / "labels" / figure.split / f"{figure.name}.txt").write_text(yolo_lines(figure))
+    (out / "meta" / f"{figure.name}.json").write_text(json.dumps(asdict(figure), indent=1))
+    return asdict(figure)
+
+
+def coco(figures: list[dict]) -> dict:
+    images, annotations = [], []
+    for image_id, fig in enumerate(figures, start=1):
+        images.append(
+            {
+                "id": image_id,
+                "file_name": f"{fig['name']}.jpg",
+                "width": fig["width"],
+                "height": fig["height"],
+            }
+        )
+        boxes = [(1, b) for b in fig["panels"]] + [(2, b) for b in fig["labels"] if b]
+        for category, (x0, y0, x1, y1) in boxes:
+            annotations.append(
+                {
+                    "id": len(annotations) + 1,
+                    "image_id": image_id,
+                    "category_id": category,
+                    "bbox": [x0, y0, x1 - x0, y1 - y0],
+                    "area": (x1 - x0) * (y1 - y0),
+                    "iscrowd": 0,
+                }
+            )
+    return {
+        "images": images,
+        "annotations": annotations,
+        "categories": [{"id": 1, "name": "panel"}, {"id": 2, "name": "label"}],
+    }
+
+
+def write_dataset(
+    out: Path,
+    n: int,
+    seed: int,
+    *,
+    folders: list[str] | None = None,
+    workers: int | None = None,
+    max_side: int = 768,
+    progress: bool = False,
+) -> list[dict]:
+    """Write ``n`` figures in parallel; returns their ground truth in index order."""
+    for sub in ("images/train", "images/val", "labels/train", "labels/val", "meta", "annotations"):
+        (out / sub).mkdir(parents=True, exist_ok=True)
+    jobs = [(out, seed, i, folders, max_side) for i in range(n)]
+    workers = workers or os.cpu_count() or 1
+    figures: list[dict]
+    if workers == 1:
+        figures = list(
+            track(map(_write_one, jobs), total=n, description="synth", disable=not progress)
+        )
+    else:
+        with ProcessPoolExecutor(workers) as pool:
+            results: Iterator[dict] = pool.map(_write_one, jobs, chunksize=8)
+            figures = list(track(results, total=n, description="synth", disable=not progress))
+    for split in ("train", "val"):
+        chosen = [f for f in figures if f["split"] == split]
+        (out / "annotations" / f"{split}.json").write_text(json.dumps(coco(chosen)))
+    (out / "data.yaml").write_text(
+        f"path: {out.resolve()}\ntrain: images/train\nval: images/val\n"
+        "names:\n  0: panel\n  1: label\n"
+    )
+    return figures
