@@ -176,6 +176,125 @@ def train_detector_cmd(
     )
 
 
+def _detector_settings(config_path: str | None, weights: str | None, **overrides):  # type: ignore[no-untyped-def]
+    settings = load_settings(config_path).detector
+    update = {k: v for k, v in overrides.items() if v is not None}
+    if weights:
+        update["weights"] = weights
+    return settings.model_copy(update=update)
+
+
+@main.command("eval-detector")
+@click.option("--weights", type=click.Path(exists=True, dir_okay=False), default=None)
+@click.option(
+    "--data",
+    type=click.Path(exists=True),
+    required=True,
+    help="YOLO data.yaml or folder, COCO JSON, or a folder of ImageCLEF 2016 XML.",
+)
+@click.option(
+    "--images",
+    type=click.Path(exists=True, file_okay=False),
+    default=None,
+    help="Image folder for COCO / ImageCLEF annotations [beside them].",
+)
+@click.option("--split", default="val", show_default=True)
+@_CONFIG
+def eval_detector(
+    weights: str | None, data: str, images: str | None, split: str, config_path: str | None
+) -> None:
+    """mAP@0.5, mAP@0.5:0.95 and F1@0.5 for panels on annotated figures."""
+    from ray_jobs.figures.evaluate import evaluate, load_coco, load_imageclef, load_yolo
+    from ray_jobs.figures.panels import PanelDetector
+
+    setup_logging()
+    path = Path(data)
+    image_dir = Path(images) if images else None
+    if path.suffix == ".json":
+        items = load_coco(path, image_dir)
+    elif path.is_dir() and any(path.glob("*.xml")):
+        items = load_imageclef(path, image_dir)
+    else:
+        items = load_yolo(path, split)
+    detector = PanelDetector(_detector_settings(config_path, weights))
+    click.echo(
+        json.dumps(
+            {
+                "weights": detector.name,
+                "version": detector.version,
+                "data": data,
+                **evaluate(detector, items),
+            },
+            indent=2,
+        )
+    )
+
+
+@main.command()
+@click.argument("image", type=click.Path(exists=True, dir_okay=False))
+@click.option("--weights", type=click.Path(exists=True, dir_okay=False), default=None)
+@click.option(
+    "--overlay",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write the image with the boxes drawn on it (PNG).",
+)
+@click.option("--conf", type=float, default=None, help="Panel confidence threshold.")
+@_CONFIG
+def detect(
+    image: str,
+    weights: str | None,
+    overlay: str | None,
+    conf: float | None,
+    config_path: str | None,
+) -> None:
+    """Print the panels found in one figure as JSON."""
+    from ray_jobs.figures.images import decode_image
+    from ray_jobs.figures.overlay import draw_boxes
+    from ray_jobs.figures.panels import PanelDetector
+
+    detector = PanelDetector(_detector_settings(config_path, weights, conf=conf))
+    figures, failures = detector.detect([(image, Path(image).read_bytes())], with_crops=False)
+    if failures:
+        click.echo(json.dumps({"failure": failures[0].to_row()}, indent=2))
+        sys.exit(1)
+    fig = figures[0]
+    panels = [
+        {
+            "index": p.panel_index,
+            "bbox": list(p.bbox),
+            "score": p.score,
+            "status": p.status,
+            "label_bbox": list(p.label_bbox) if p.label_bbox else None,
+            "label_score": p.label_score,
+        }
+        for p in fig.panels
+    ]
+    dropped = [
+        {"bbox": list(d.bbox), "score": round(d.score, 4), "reason": d.reason} for d in fig.dropped
+    ]
+    click.echo(
+        json.dumps(
+            {
+                "image": image,
+                "width": fig.width,
+                "height": fig.height,
+                "detector": detector.name,
+                "detector_version": detector.version,
+                "panels": panels,
+                "dropped": dropped,
+            },
+            indent=2,
+        )
+    )
+    if overlay:
+        boxes = [p.bbox for p in fig.panels] + [p.label_bbox for p in fig.panels if p.label_bbox]
+        kinds = ["panel"] * len(fig.panels) + ["label"] * sum(1 for p in fig.panels if p.label_bbox)
+        captions = [str(p.panel_index) for p in fig.panels] + [""] * (len(boxes) - len(fig.panels))
+        img = decode_image(Path(image).read_bytes())
+        draw_boxes(img, boxes, kinds, captions).save(overlay, format="PNG")
+
+
 @main.command("show-config")
 @_CONFIG
 def show_config(config_path: str | None) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 ENV_PREFIX = "PMCVL__"
 
@@ -74,6 +74,22 @@ class OutputSettings(_Section):
     articles_per_part: int = Field(default=500, ge=1)
 
 
+class DetectorSettings(_Section):
+    """The panel detector and what counts as a panel. Weights come from a path, never a hub."""
+
+    weights: str = "models/panel-detector/yolo11n-panels.pt"
+    imgsz: int = Field(default=256, ge=32)
+    conf: float = Field(default=0.25, gt=0, lt=1)  # a panel below this is not a panel
+    label_conf: float = Field(default=0.25, gt=0, lt=1)
+    iou: float = Field(default=0.5, gt=0, lt=1)  # NMS overlap
+    batch_size: int = Field(default=8, ge=1)
+    min_side_px: int = Field(default=16, ge=1)
+    min_area_fraction: float = Field(default=0.002, ge=0, lt=1)
+    pad_px: int = Field(default=0, ge=0)  # added around each crop, clipped to the figure
+    max_pixels: int = Field(default=80_000_000, ge=1)
+    crop_format: Literal["jpeg", "png"] = "jpeg"
+
+
 class IngestSettings(_Section):
     retry_failed: bool = False  # re-run articles whose last attempt failed permanently
     workers: int = Field(default=4, ge=1)  # threads fetching and parsing
@@ -84,15 +100,8 @@ class Settings(_Section):
     output: OutputSettings = Field(default_factory=OutputSettings)
     archive: ArchiveLimits = Field(default_factory=ArchiveLimits)
     ingest: IngestSettings = Field(default_factory=IngestSettings)
+    detector: DetectorSettings = Field(default_factory=DetectorSettings)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-
-    @model_validator(mode="after")
-    def _source_needs_path(self) -> Settings:
-        if self.source.kind in ("local", "bundles") and not (
-            self.source.path or self.source.file_list
-        ):
-            raise ValueError(f"source.kind={self.source.kind!r} needs source.path")
-        return self
 
     def fingerprint(self) -> str:
         """Stable hash of the effective config, recorded with every output."""

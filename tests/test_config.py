@@ -8,11 +8,13 @@ import pytest
 from pydantic import ValidationError
 
 from ray_jobs.config import env_overrides, load_settings
+from ray_jobs.pmc.sources import open_source
 
 
-def test_defaults_need_a_source_path() -> None:
-    with pytest.raises(ValidationError, match=r"needs source\.path"):
-        load_settings(environ={})
+def test_a_local_source_needs_a_path() -> None:
+    settings = load_settings(environ={})  # the defaults load; the source says what it lacks
+    with pytest.raises(ValueError, match=r"needs source\.path"):
+        open_source(settings.source, settings.archive)
 
 
 def test_yaml_then_env_then_keywords(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import itertools
 import math
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -94,7 +95,7 @@ def fluorescence(rng: np.random.Generator, w: int, h: int) -> Image.Image:
     yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
     channels = rng.choice(3, size=rng.integers(1, 3), replace=False)
     for _ in range(rng.integers(5, 40)):
-        x, y, r = rng.uniform(0, w), rng.uniform(0, h), rng.uniform(3, w * 0.08)
+        x, y, r = rng.uniform(0, w), rng.uniform(0, h), rng.uniform(3, max(4, w * 0.08))
         blob = np.exp(-((xx - x) ** 2 + (yy - y) ** 2) / (2 * r * r)) * rng.uniform(120, 255)
         arr[..., rng.choice(channels)] += blob
     return Image.fromarray(np.clip(arr, 0, 255).astype(np.uint8))
@@ -193,7 +194,9 @@ def chart(rng: np.random.Generator, w: int, h: int) -> Image.Image:
     ax.tick_params(labelsize=6)
     ax.set_xlabel(str(rng.choice(["Time (days)", "Dose (mg)", "Age", "Week"])), fontsize=7)
     ax.set_ylabel(str(rng.choice(["Survival (%)", "Expression", "Score", "Volume"])), fontsize=7)
-    fig.tight_layout(pad=0.3)
+    with warnings.catch_warnings():  # tiny panels cannot fit every tick label; fine
+        warnings.simplefilter("ignore", UserWarning)
+        fig.tight_layout(pad=0.3)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi)
     plt.close(fig)

@@ -1,0 +1,68 @@
+"""Decode untrusted figure images into 8-bit RGB, or say precisely why not.
+
+PMC media come in every mode Pillow knows: 16-bit grayscale TIFFs, CMYK JPEGs, palette GIFs
+and PNGs with transparency. Each is converted to what a detector and a JPEG encoder expect.
+Truncated or corrupt files and decompression bombs raise StageError (stage ``image``): the
+record becomes a failure row and the batch goes on.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+from PIL import Image, ImageFile, UnidentifiedImageError
+
+from ray_jobs.failures import StageError
+
+STAGE = "image"
+DEFAULT_MAX_PIXELS = 80_000_000  # a 9000x9000 figure; PMC's largest are well below
+
+# Set explicitly rather than trusting library defaults: truncated files are errors, not grey
+# bottoms, and Pillow's own bomb limit is ours (decode_image checks its argument first).
+ImageFile.LOAD_TRUNCATED_IMAGES = False
+Image.MAX_IMAGE_PIXELS = DEFAULT_MAX_PIXELS
+
+
+def _to_8bit(img: Image.Image) -> Image.Image:
+    """16/32-bit integer and float images: stretch their actual range into 0..255."""
+    arr = np.asarray(img, dtype=np.float64)
+    lo, hi = float(np.nanmin(arr)), float(np.nanmax(arr))
+    scaled = np.zeros_like(arr) if hi <= lo else (arr - lo) * (255.0 / (hi - lo))
+    return Image.fromarray(np.nan_to_num(scaled).astype(np.uint8), mode="L")
+
+
+def to_rgb(img: Image.Image) -> Image.Image:
+    if img.mode in ("I;16", "I;16B", "I;16L", "I", "F"):
+        img = _to_8bit(img)
+    if img.mode == "P":
+        img = img.convert("RGBA")
+    if img.mode in ("RGBA", "LA", "PA") or (img.mode == "L" and "transparency" in img.info):
+        rgba = img.convert("RGBA")
+        background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(background, rgba).convert("RGB")
+    return img.convert("RGB")  # L, 1, CMYK, YCbCr, LAB, HSV, RGB
+
+
+def decode_image(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image:
+    """Bytes → 8-bit RGB (first frame of an animation), fully loaded."""
+    if not data:
+        raise StageError(STAGE, "empty_image", "zero-byte image")
+    try:
+        img = Image.open(io.BytesIO(data))  # reads the header only
+        width, height = img.size
+        if width * height > max_pixels:  # refused before a single pixel is decoded
+            raise StageError(
+                STAGE, "decompression_bomb", f"{width}x{height} exceeds {max_pixels} pixels"
+            )
+        img.seek(0)
+        img.load()
+        return to_rgb(img)
+    except StageError:
+        raise
+    except Image.DecompressionBombError as exc:
+        raise StageError(STAGE, "decompression_bomb", str(exc)) from None
+    except UnidentifiedImageError:
+        raise StageError(STAGE, "not_an_image", "Pillow cannot identify the format") from None
+    except (OSError, SyntaxError, ValueError, EOFError) as exc:
+        raise StageError(STAGE, "corrupt_image", f"{type(exc).__name__}: {exc}") from None

@@ -1,0 +1,100 @@
+"""Detection metrics for one class: AP at IoU 0.5 and 0.5:0.95 (COCO 101-point), and F1.
+
+Our own implementation, so that synthetic and real annotated figures (COCO JSON, ImageCLEF)
+are scored the same way, whatever produced the predictions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+IOU_THRESHOLDS = np.round(np.arange(0.5, 0.96, 0.05), 2)
+
+
+def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IoU of every box in ``a`` (N,4) with every box in ``b`` (M,4); boxes are x0,y0,x1,y1."""
+    a = np.asarray(a, dtype=np.float64).reshape(-1, 4)
+    b = np.asarray(b, dtype=np.float64).reshape(-1, 4)
+    x0 = np.maximum(a[:, None, 0], b[None, :, 0])
+    y0 = np.maximum(a[:, None, 1], b[None, :, 1])
+    x1 = np.minimum(a[:, None, 2], b[None, :, 2])
+    y1 = np.minimum(a[:, None, 3], b[None, :, 3])
+    inter = np.clip(x1 - x0, 0, None) * np.clip(y1 - y0, 0, None)
+    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
+    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    union = area_a[:, None] + area_b[None, :] - inter
+    return np.where(union > 0, inter / np.maximum(union, 1e-12), 0.0)
+
+
+@dataclass
+class Detections:
+    boxes: np.ndarray  # (N, 4)
+    scores: np.ndarray  # (N,)
+
+
+def _match(preds: list[Detections], gts: list[np.ndarray], thr: float):  # type: ignore[no-untyped-def]
+    """Greedy matching by score, per image: (scores, is_true_positive) over all predictions."""
+    scores, hits = [], []
+    for det, gt in zip(preds, gts, strict=True):
+        order = np.argsort(-det.scores, kind="stable")
+        taken = np.zeros(len(gt), dtype=bool)
+        ious = iou_matrix(det.boxes[order], gt) if len(gt) and len(order) else None
+        for rank, i in enumerate(order):
+            scores.append(float(det.scores[i]))
+            hit = False
+            if ious is not None:
+                candidates = np.where(~taken, ious[rank], -1.0)
+                j = int(np.argmax(candidates))
+                if candidates[j] >= thr:
+                    taken[j] = True
+                    hit = True
+            hits.append(hit)
+    return np.asarray(scores), np.asarray(hits, dtype=bool)
+
+
+def average_precision(preds: list[Detections], gts: list[np.ndarray], thr: float) -> float:
+    n_gt = sum(len(g) for g in gts)
+    if n_gt == 0:
+        return float("nan")
+    scores, hits = _match(preds, gts, thr)
+    if not len(scores):
+        return 0.0
+    order = np.argsort(-scores, kind="stable")
+    tp = np.cumsum(hits[order])
+    fp = np.cumsum(~hits[order])
+    recall = tp / n_gt
+    precision = tp / np.maximum(tp + fp, 1e-12)
+    # monotone precision envelope, sampled at 101 recall points (COCO)
+    envelope = np.maximum.accumulate(precision[::-1])[::-1]
+    points = np.linspace(0, 1, 101)
+    idx = np.searchsorted(recall, points, side="left")
+    sampled = np.where(idx < len(envelope), envelope[np.minimum(idx, len(envelope) - 1)], 0.0)
+    return float(sampled.mean())
+
+
+def f1_at(preds: list[Detections], gts: list[np.ndarray], conf: float, thr: float = 0.5):  # type: ignore[no-untyped-def]
+    kept = [Detections(d.boxes[d.scores >= conf], d.scores[d.scores >= conf]) for d in preds]
+    _, hits = _match(kept, gts, thr)
+    tp = int(hits.sum())
+    n_pred, n_gt = len(hits), sum(len(g) for g in gts)
+    precision = tp / n_pred if n_pred else 0.0
+    recall = tp / n_gt if n_gt else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return precision, recall, f1
+
+
+def summarize(preds: list[Detections], gts: list[np.ndarray], conf: float) -> dict[str, float]:
+    aps = [average_precision(preds, gts, t) for t in IOU_THRESHOLDS]
+    precision, recall, f1 = f1_at(preds, gts, conf)
+    return {
+        "images": len(gts),
+        "instances": int(sum(len(g) for g in gts)),
+        "mAP50": round(aps[0], 4),
+        "mAP50_95": round(float(np.mean(aps)), 4),
+        "precision@conf": round(precision, 4),
+        "recall@conf": round(recall, 4),
+        "F1@0.5": round(f1, 4),
+        "conf": conf,
+    }

@@ -1,0 +1,360 @@
+"""Panel extraction: compound figure in, panels in reading order out.
+
+:class:`PanelDetector` is the stage: a callable class for Ray ``map_batches`` (the model is
+loaded once per actor, and the device, GPU with half precision or CPU, is chosen there, on the
+worker, never on the driver). The pure functions around it decide what a panel is: boxes too
+small or degenerate are dropped with a reason, a box that merely contains other panels (the
+whole figure) is dropped, labels are attached to the panel they name, and a figure with no
+confident panel passes through as one panel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from ray_jobs.config import DetectorSettings
+from ray_jobs.failures import FailureRecord
+from ray_jobs.figures.images import decode_image
+from ray_jobs.figures.metrics import iou_matrix
+from ray_jobs.figures.yolo_env import ultralytics_offline
+
+log = logging.getLogger(__name__)
+STAGE = "detect"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PANEL, LABEL = 0, 1
+Box = tuple[int, int, int, int]
+
+
+@dataclass
+class RawBox:
+    box: tuple[float, float, float, float]
+    score: float
+    cls: int
+
+
+@dataclass
+class Panel:
+    figure_key: str
+    panel_index: int
+    bbox: Box  # x0, y0, x1, y1 in source pixels
+    score: float | None  # None for a figure passed through whole
+    label_bbox: Box | None = None
+    label_score: float | None = None
+    status: str = "ok"  # ok | fallback
+    detector: str = ""
+    detector_version: str = ""
+    crop: bytes | None = None
+    crop_size: tuple[int, int] | None = None
+
+
+@dataclass
+class Dropped:
+    figure_key: str
+    bbox: Box
+    score: float
+    reason: str  # too_small | degenerate | duplicate | container
+
+
+@dataclass
+class FigurePanels:
+    figure_key: str
+    width: int
+    height: int
+    panels: list[Panel] = field(default_factory=list)
+    dropped: list[Dropped] = field(default_factory=list)
+
+
+def resolve_weights(path: str) -> Path:
+    """A relative path is tried from the working folder, then from the project root."""
+    candidate = Path(path)
+    if candidate.is_absolute() or candidate.exists():
+        return candidate
+    return REPO_ROOT / candidate
+
+
+def reading_order(boxes: list[Box]) -> list[int]:
+    """Indices of ``boxes`` in reading order: rows top to bottom, then left to right.
+
+    A box joins the current row when its vertical centre falls inside the row's first box,
+    so panels of uneven height in one row stay together.
+    """
+    order = sorted(range(len(boxes)), key=lambda i: (boxes[i][1], boxes[i][0]))
+    rows: list[list[int]] = []
+    for i in order:
+        cy = (boxes[i][1] + boxes[i][3]) / 2
+        if rows and boxes[rows[-1][0]][1] <= cy <= boxes[rows[-1][0]][3]:
+            rows[-1].append(i)
+        else:
+            rows.append([i])
+    return [i for row in rows for i in sorted(row, key=lambda j: boxes[j][0])]
+
+
+def _contains(outer: Box, inner: Box, fraction: float = 0.9) -> bool:
+    x0, y0 = max(outer[0], inner[0]), max(outer[1], inner[1])
+    x1, y1 = min(outer[2], inner[2]), min(outer[3], inner[3])
+    inter = max(0, x1 - x0) * max(0, y1 - y0)
+    area = (inner[2] - inner[0]) * (inner[3] - inner[1])
+    return area > 0 and inter >= fraction * area
+
+
+def select_panels(
+    key: str, raw: list[RawBox], width: int, height: int, settings: DetectorSettings
+) -> tuple[list[tuple[Box, float]], list[Dropped]]:
+    """Confident, sane panel boxes (clipped to the image), and the others with a reason."""
+    kept: list[tuple[Box, float]] = []
+    dropped: list[Dropped] = []
+    min_area = settings.min_area_fraction * width * height
+    for r in raw:
+        if r.cls != PANEL or r.score < settings.conf:
+            continue
+        x0, y0 = max(0, round(r.box[0])), max(0, round(r.box[1]))
+        x1, y1 = min(width, round(r.box[2])), min(height, round(r.box[3]))
+        box = (x0, y0, x1, y1)
+        if x1 <= x0 or y1 <= y0:
+            dropped.append(Dropped(key, box, r.score, "degenerate"))
+        elif min(x1 - x0, y1 - y0) < settings.min_side_px or (x1 - x0) * (y1 - y0) < min_area:
+            dropped.append(Dropped(key, box, r.score, "too_small"))
+        else:
+            kept.append((box, r.score))
+    # NMS runs per class inside the model; near-duplicates can survive it across scales
+    if len(kept) > 1:
+        ious = iou_matrix(np.array([b for b, _ in kept]), np.array([b for b, _ in kept]))
+        survivors: list[int] = []
+        for i in sorted(range(len(kept)), key=lambda i: -kept[i][1]):
+            if all(ious[i, j] < 0.8 for j in survivors):
+                survivors.append(i)
+            else:
+                dropped.append(Dropped(key, kept[i][0], kept[i][1], "duplicate"))
+        kept = [kept[i] for i in sorted(survivors)]
+    # a box holding two or more other panels is the figure (or a row of it), not a panel
+    containers = {
+        i
+        for i, (outer, _) in enumerate(kept)
+        if sum(_contains(outer, inner) for j, (inner, _) in enumerate(kept) if j != i) >= 2
+    }
+    for i in sorted(containers):
+        dropped.append(Dropped(key, kept[i][0], kept[i][1], "container"))
+    kept = [k for i, k in enumerate(kept) if i not in containers]
+    return kept, dropped
+
+
+def attach_labels(panels: list[Box], labels: list[tuple[Box, float]]) -> list[int | None]:
+    """For each panel, the index of the label that names it (inside it, or just outside its
+    top-left corner), or None."""
+    best: list[tuple[float, int] | None] = [None] * len(panels)
+    for li, (lb, score) in enumerate(labels):
+        cx, cy = (lb[0] + lb[2]) / 2, (lb[1] + lb[3]) / 2
+        inside = [i for i, p in enumerate(panels) if p[0] <= cx <= p[2] and p[1] <= cy <= p[3]]
+        if inside:
+            target = min(
+                inside, key=lambda i: (panels[i][2] - panels[i][0]) * (panels[i][3] - panels[i][1])
+            )
+        else:
+            # outside labels sit above or left of their panel's top-left corner
+            dist = [np.hypot(cx - p[0], cy - p[1]) for p in panels]
+            target = int(np.argmin(dist)) if dist else -1
+            if target < 0:
+                continue
+            p = panels[target]
+            if dist[target] > 0.35 * np.hypot(p[2] - p[0], p[3] - p[1]):
+                continue
+        current = best[target]
+        if current is None or score > current[0]:
+            best[target] = (score, li)
+    return [b[1] if b else None for b in best]
+
+
+def crop_bytes(image: Image.Image, box: Box, pad: int, fmt: str) -> tuple[bytes, tuple[int, int]]:
+    x0, y0 = max(0, box[0] - pad), max(0, box[1] - pad)
+    x1, y1 = min(image.width, box[2] + pad), min(image.height, box[3] + pad)
+    crop = image.crop((x0, y0, x1, y1))
+    out = io.BytesIO()
+    if fmt == "png":
+        crop.save(out, format="PNG")
+    else:
+        crop.save(out, format="JPEG", quality=95)
+    return out.getvalue(), crop.size
+
+
+def build_panels(
+    key: str,
+    image: Image.Image,
+    raw: list[RawBox],
+    settings: DetectorSettings,
+    detector: str,
+    version: str,
+    with_crops: bool = True,
+) -> FigurePanels:
+    width, height = image.size
+    result = FigurePanels(key, width, height)
+    kept, result.dropped = select_panels(key, raw, width, height, settings)
+    if not kept:  # nothing confident: the figure is one panel
+        kept = [((0, 0, width, height), None)]  # type: ignore[list-item]
+    boxes = [b for b, _ in kept]
+    labels = [
+        (
+            (
+                max(0, round(r.box[0])),
+                max(0, round(r.box[1])),
+                min(width, round(r.box[2])),
+                min(height, round(r.box[3])),
+            ),
+            r.score,
+        )
+        for r in raw
+        if r.cls == LABEL and r.score >= settings.label_conf
+    ]
+    label_of = attach_labels(boxes, labels)
+    for index, i in enumerate(reading_order(boxes)):
+        box, score = kept[i]
+        label = labels[label_of[i]] if label_of[i] is not None else None
+        crop, size = (
+            crop_bytes(image, box, settings.pad_px, settings.crop_format)
+            if (with_crops)
+            else (None, None)
+        )
+        result.panels.append(
+            Panel(
+                figure_key=key,
+                panel_index=index,
+                bbox=box,
+                score=None if score is None else round(float(score), 4),
+                label_bbox=label[0] if label else None,
+                label_score=round(float(label[1]), 4) if label else None,
+                status="fallback" if score is None else "ok",
+                detector=detector,
+                detector_version=version,
+                crop=crop,
+                crop_size=size,
+            )
+        )
+    return result
+
+
+class PanelDetector:
+    """The detection stage. Construct once per worker; call on batches.
+
+    ``__call__`` takes a Ray-style batch ``{"key": [...], "image": [bytes, ...]}`` and returns
+    one row per panel (columns below) plus one row per failed image (``status == "failed"``),
+    so failures travel with the data instead of killing the batch.
+    """
+
+    def __init__(self, settings: DetectorSettings | None = None, *, device: str | None = None):
+        self.settings = settings or DetectorSettings()
+        weights = resolve_weights(self.settings.weights)
+        if not weights.is_file():
+            raise FileNotFoundError(f"detector weights not found: {weights}")
+        ultralytics_offline()
+        import torch
+        from ultralytics import RTDETR, YOLO
+
+        self.device = device or ("cuda:0" if torch.cuda.is_available() else "cpu")
+        self.half = self.device.startswith("cuda")
+        self.model = RTDETR(str(weights)) if "rtdetr" in weights.name else YOLO(str(weights))
+        self.name = weights.stem
+        self.version = hashlib.sha256(weights.read_bytes()).hexdigest()[:12]
+        log.info("panel detector %s (%s) on %s", self.name, self.version, self.device)
+
+    def predict(self, images: list[Image.Image]) -> list[list[RawBox]]:
+        s = self.settings
+        results = self.model.predict(
+            images,
+            imgsz=s.imgsz,
+            conf=min(s.conf, s.label_conf),
+            iou=s.iou,
+            device=self.device,
+            half=self.half,
+            verbose=False,
+        )
+        out = []
+        for result in results:
+            boxes = result.boxes
+            xyxy = boxes.xyxy.cpu().numpy() if len(boxes) else np.zeros((0, 4))
+            out.append(
+                [
+                    RawBox(tuple(map(float, b)), float(c), int(k))
+                    for b, c, k in zip(
+                        xyxy, boxes.conf.cpu().numpy(), boxes.cls.cpu().numpy(), strict=True
+                    )
+                ]
+            )
+        return out
+
+    def detect(
+        self, items: list[tuple[str, bytes]], with_crops: bool = True
+    ) -> tuple[list[FigurePanels], list[FailureRecord]]:
+        decoded: list[tuple[str, Image.Image]] = []
+        failures: list[FailureRecord] = []
+        for key, data in items:
+            try:
+                decoded.append((key, decode_image(data, self.settings.max_pixels)))
+            except Exception as exc:
+                failures.append(FailureRecord.from_exception(key, STAGE, exc))
+        figures: list[FigurePanels] = []
+        step = self.settings.batch_size
+        for start in range(0, len(decoded), step):
+            chunk = decoded[start : start + step]
+            try:
+                raws = self.predict([img for _, img in chunk])
+            except Exception as exc:  # a model fault fails this chunk's figures, not the job
+                failures.extend(FailureRecord.from_exception(k, STAGE, exc) for k, _ in chunk)
+                continue
+            for (key, img), raw in zip(chunk, raws, strict=True):
+                figures.append(
+                    build_panels(key, img, raw, self.settings, self.name, self.version, with_crops)
+                )
+        return figures, failures
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, list]:
+        figures, failures = self.detect(list(zip(batch["key"], batch["image"], strict=True)))
+        rows: dict[str, list] = {c: [] for c in PANEL_COLUMNS}
+        for fig in figures:
+            for p in fig.panels:
+                for column, value in (
+                    ("key", p.figure_key),
+                    ("panel_index", p.panel_index),
+                    ("bbox", list(p.bbox)),
+                    ("score", p.score),
+                    ("label_bbox", list(p.label_bbox) if p.label_bbox else None),
+                    ("label_score", p.label_score),
+                    ("status", p.status),
+                    ("detector", p.detector),
+                    ("detector_version", p.detector_version),
+                    ("crop", p.crop),
+                    ("figure_width", fig.width),
+                    ("figure_height", fig.height),
+                    ("error", None),
+                ):
+                    rows[column].append(value)
+        for f in failures:
+            for column in PANEL_COLUMNS:
+                rows[column].append(None)
+            rows["key"][-1] = f.source_key
+            rows["status"][-1] = "failed"
+            rows["error"][-1] = f"{f.stage}/{f.error_type}: {f.message}"
+        return rows
+
+
+PANEL_COLUMNS = (
+    "key",
+    "panel_index",
+    "bbox",
+    "score",
+    "label_bbox",
+    "label_score",
+    "status",
+    "detector",
+    "detector_version",
+    "crop",
+    "figure_width",
+    "figure_height",
+    "error",
+)

@@ -1,0 +1,115 @@
+"""What counts as a panel, in what order, with which label; and the metrics that score it."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from ray_jobs.config import DetectorSettings
+from ray_jobs.figures.metrics import Detections, average_precision, f1_at, iou_matrix, summarize
+from ray_jobs.figures.panels import (
+    LABEL,
+    PANEL,
+    RawBox,
+    attach_labels,
+    build_panels,
+    reading_order,
+    select_panels,
+)
+
+SETTINGS = DetectorSettings(conf=0.3, min_side_px=10, min_area_fraction=0.001)
+
+
+def test_reading_order_rows_then_columns() -> None:
+    # two rows; the second row's panels have uneven tops
+    boxes = [
+        (210, 120, 300, 200),
+        (0, 0, 100, 100),
+        (110, 130, 200, 190),
+        (105, 0, 200, 100),
+        (0, 110, 100, 210),
+    ]
+    assert reading_order(boxes) == [1, 3, 4, 2, 0]
+
+
+def test_select_panels_drops_small_degenerate_containers_and_duplicates() -> None:
+    raw = [
+        RawBox((0, 0, 100, 100), 0.9, PANEL),
+        RawBox((100, 0, 200, 100), 0.8, PANEL),
+        RawBox((0, 0, 200, 100), 0.7, PANEL),  # the whole row: contains both panels
+        RawBox((1, 1, 99, 99), 0.6, PANEL),  # near-duplicate of the first
+        RawBox((50, 50, 55, 54), 0.9, PANEL),  # tiny
+        RawBox((30, 30, 30, 60), 0.9, PANEL),  # degenerate
+        RawBox((0, 0, 90, 90), 0.1, PANEL),  # below the threshold: ignored, not "dropped"
+        RawBox((2, 2, 12, 12), 0.9, LABEL),  # a label is not a panel
+        RawBox((-20, -5, 100, 100), 0.5, PANEL),  # out of the image: clipped, then duplicate
+    ]
+    kept, dropped = select_panels("fig", raw, 200, 100, SETTINGS)
+    assert [b for b, _ in kept] == [(0, 0, 100, 100), (100, 0, 200, 100)]
+    assert sorted(d.reason for d in dropped) == [
+        "container",
+        "degenerate",
+        "duplicate",
+        "duplicate",
+        "too_small",
+    ]
+
+
+def test_labels_attach_inside_or_just_above() -> None:
+    panels = [(0, 30, 100, 130), (110, 30, 210, 130)]
+    labels = [((112, 32, 125, 45), 0.9), ((2, 10, 15, 26), 0.8), ((180, 300, 190, 310), 0.9)]
+    assert attach_labels(panels, labels) == [1, 0]
+
+
+def jpeg(w: int, h: int) -> Image.Image:
+    out = io.BytesIO()
+    Image.new("RGB", (w, h), (200, 30, 30)).save(out, format="JPEG")
+    return Image.open(io.BytesIO(out.getvalue())).convert("RGB")
+
+
+def test_figure_without_confident_boxes_is_one_fallback_panel() -> None:
+    fig = build_panels(
+        "k", jpeg(120, 80), [RawBox((0, 0, 50, 50), 0.05, PANEL)], SETTINGS, "det", "v1"
+    )
+    (panel,) = fig.panels
+    assert panel.status == "fallback" and panel.score is None
+    assert panel.bbox == (0, 0, 120, 80) and panel.crop_size == (120, 80)
+    assert Image.open(io.BytesIO(panel.crop)).size == (120, 80)
+
+
+def test_panels_carry_crops_labels_and_order() -> None:
+    raw = [
+        RawBox((60, 0, 120, 80), 0.9, PANEL),
+        RawBox((0, 0, 58, 80), 0.8, PANEL),
+        RawBox((62, 2, 72, 14), 0.7, LABEL),
+    ]
+    settings = SETTINGS.model_copy(update={"pad_px": 4})
+    fig = build_panels("k", jpeg(120, 80), raw, settings, "det", "v1")
+    assert [p.bbox for p in fig.panels] == [(0, 0, 58, 80), (60, 0, 120, 80)]
+    assert [p.panel_index for p in fig.panels] == [0, 1]
+    assert fig.panels[1].label_bbox == (62, 2, 72, 14) and fig.panels[0].label_bbox is None
+    assert fig.panels[0].crop_size == (62, 80)  # padded by 4 on the right, clipped elsewhere
+
+
+def test_iou_and_average_precision() -> None:
+    assert iou_matrix([[0, 0, 10, 10]], [[5, 0, 15, 10]])[0, 0] == pytest.approx(1 / 3)
+    gt = [np.array([[0, 0, 10, 10], [20, 20, 30, 30]]), np.array([[0, 0, 5, 5]])]
+    perfect = [Detections(g.astype(float), np.ones(len(g))) for g in gt]
+    assert average_precision(perfect, gt, 0.5) == pytest.approx(1.0)
+    shifted = [Detections(g + np.array([0, 0, 2, 0]), np.ones(len(g))) for g in gt]  # IoU≈0.6-0.8
+    assert average_precision(shifted, gt, 0.5) == pytest.approx(1.0)
+    assert average_precision(shifted, gt, 0.85) == pytest.approx(0.0)
+    # a confident false positive ranked first halves precision at the first recall step
+    noisy = [
+        Detections(np.vstack([[50, 50, 60, 60], gt[0]]), np.array([0.99, 0.9, 0.8])),
+        perfect[1],
+    ]
+    assert 0.5 < average_precision(noisy, gt, 0.5) < 1.0
+    precision, recall, f1 = f1_at(noisy, gt, conf=0.5)
+    assert (precision, recall) == (0.75, 1.0) and f1 == pytest.approx(6 / 7)
+    summary = summarize(perfect, gt, 0.25)
+    assert summary["mAP50"] == 1.0 and summary["mAP50_95"] == 1.0 and summary["F1@0.5"] == 1.0
+    assert average_precision([Detections(np.zeros((0, 4)), np.zeros(0))] * 2, gt, 0.5) == 0.0

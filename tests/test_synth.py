@@ -1,0 +1,126 @@
+"""Synthetic compound figures: the ground truth is exact, and the output is reproducible."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from ray_jobs.figures.synth.generate import coco, make_figure, write_dataset, yolo_lines
+from ray_jobs.figures.synth.labels import SCHEMES, label_text, roman
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != "data.yaml"  # holds the absolute dataset path
+    }
+
+
+def test_same_seed_same_bytes_whatever_the_worker_count(tmp_path: Path) -> None:
+    write_dataset(tmp_path / "one", 14, seed=5, workers=1)
+    write_dataset(tmp_path / "two", 14, seed=5, workers=2)
+    write_dataset(tmp_path / "other", 14, seed=6, workers=2)
+    one, two = tree_digest(tmp_path / "one"), tree_digest(tmp_path / "two")
+    assert one == two
+    assert one != tree_digest(tmp_path / "other")
+    assert len([k for k in one if k.startswith("images/")]) == 14
+
+
+def test_boxes_match_the_drawn_panels() -> None:
+    """Inside every panel box the figure differs from the page; in the gap around a box it is
+    the page itself."""
+    checked = 0
+    for index in range(40):
+        data, fig = make_figure(21, index)
+        img = np.asarray(Image.open(io.BytesIO(data)).convert("RGB"), dtype=np.int16)
+        page = np.array(fig.params["background"], dtype=np.int16)
+        assert img.shape[:2] == (fig.height, fig.width)
+        occupied = np.zeros(img.shape[:2], dtype=bool)
+        for box in fig.panels + [b for b in fig.labels if b]:
+            x0, y0, x1, y1 = box
+            assert 0 <= x0 < x1 <= fig.width and 0 <= y0 < y1 <= fig.height
+            occupied[y0:y1, x0:x1] = True
+        gap = fig.params["margin"] * fig.params["scale"]
+        for x0, y0, x1, y1 in fig.panels:
+            inside = img[y0 + 2 : y1 - 2, x0 + 2 : x1 - 2]
+            assert inside.size and np.abs(inside - page).mean() > 4, (index, "blank panel")
+            if gap < 4:
+                continue
+            # a 1-pixel ring 2 px outside the box, where no other panel or label lies
+            ring = np.zeros_like(occupied)
+            ring[max(0, y0 - 2) : y1 + 2, max(0, x0 - 2) : x1 + 2] = True
+            ring[max(0, y0 - 1) : y1 + 1, max(0, x0 - 1) : x1 + 1] = False
+            ring &= ~occupied
+            if ring.sum() > 20:
+                assert np.abs(img[ring] - page).mean() < 30, (index, "box edge misses panel")
+                checked += 1
+    assert checked > 20
+
+
+def test_yolo_coco_and_meta_agree(tmp_path: Path) -> None:
+    figures = write_dataset(tmp_path, 20, seed=3, workers=2)
+    for split in ("train", "val"):
+        spec = json.loads((tmp_path / "annotations" / f"{split}.json").read_text())
+        chosen = [f for f in figures if f["split"] == split]
+        assert [i["file_name"] for i in spec["images"]] == [f"{f['name']}.jpg" for f in chosen]
+        n_boxes = sum(len(f["panels"]) + sum(1 for b in f["labels"] if b) for f in chosen)
+        assert len(spec["annotations"]) == n_boxes
+    fig = figures[1]
+    lines = (tmp_path / "labels" / fig["split"] / f"{fig['name']}.txt").read_text().splitlines()
+    assert Counter(line.split()[0] for line in lines) == Counter(
+        {"0": len(fig["panels"]), **({"1": n} if (n := sum(1 for b in fig["labels"] if b)) else {})}
+    )
+    cls, cx, cy, w, h = lines[0].split()
+    x0, y0, x1, y1 = fig["panels"][0]
+    assert float(cx) * fig["width"] == pytest.approx((x0 + x1) / 2, abs=0.01)
+    assert float(w) * fig["width"] == pytest.approx(x1 - x0, abs=0.01)
+    meta = json.loads((tmp_path / "meta" / f"{fig['name']}.json").read_text())
+    assert meta["panels"] == [list(b) for b in fig["panels"]] and meta["params"]["seed"] == 3
+    assert (tmp_path / "data.yaml").read_text().count("panel") == 1
+
+
+def test_generator_covers_layouts_schemes_and_placements() -> None:
+    seen: Counter[str] = Counter()
+    grids = set()
+    for index in range(120):
+        _, fig = make_figure(8, index, max_side=256)
+        p = fig.params
+        seen[p["layout"]] += 1
+        seen[f"scheme:{p['scheme']}"] += 1
+        seen[f"place:{p['label_placement']}"] += 1
+        grids.add(tuple(p["grid"]))
+        coco_doc = coco(
+            [
+                {
+                    "name": fig.name,
+                    "width": fig.width,
+                    "height": fig.height,
+                    "panels": fig.panels,
+                    "labels": fig.labels,
+                }
+            ]
+        )
+        assert len(coco_doc["annotations"]) == len(yolo_lines(fig).splitlines())
+    assert {"grid", "span", "ragged"} <= set(seen)
+    assert {"place:inside", "place:outside", "place:None"} <= set(seen)
+    assert sum(1 for k in seen if k.startswith("scheme:")) >= 8
+    assert (1, 1) in grids or (1, 2) in grids
+    assert any(r >= 4 and c >= 4 for r, c in grids)
+
+
+def test_label_schemes() -> None:
+    assert [label_text("A", i, 0, i) for i in range(3)] == ["A", "B", "C"]
+    assert label_text("i", 3, 0, 3) == "iv" and roman(12) == "xii"
+    assert label_text("a1", 4, 1, 2) == "b3" and label_text("a-1", 0, 0, 0) == "a-1"
+    assert label_text("(a)", 1, 0, 1) == "(b)" and label_text("a)", 2, 0, 2) == "c)"
+    assert len(SCHEMES) == 10
+    with pytest.raises(ValueError):
+        label_text("?", 0, 0, 0)
