@@ -75,13 +75,18 @@ def test_yolo_coco_and_meta_agree(tmp_path: Path) -> None:
         assert len(spec["annotations"]) == n_boxes
     fig = figures[1]
     lines = (tmp_path / "labels" / fig["split"] / f"{fig['name']}.txt").read_text().splitlines()
-    assert Counter(line.split()[0] for line in lines) == Counter(
-        {"0": len(fig["panels"]), **({"1": n} if (n := sum(1 for b in fig["labels"] if b)) else {})}
-    )
+    n_labels = sum(1 for b in fig["labels"] if b)
+    assert (
+        Counter(line.split()[0] for line in lines)
+        == Counter({"0": len(fig["panels"]), "1": n_labels}) - Counter()
+    )  # Counter() drops a zero label count
     cls, cx, cy, w, h = lines[0].split()
     x0, y0, x1, y1 = fig["panels"][0]
+    assert cls == "0"
     assert float(cx) * fig["width"] == pytest.approx((x0 + x1) / 2, abs=0.01)
+    assert float(cy) * fig["height"] == pytest.approx((y0 + y1) / 2, abs=0.01)
     assert float(w) * fig["width"] == pytest.approx(x1 - x0, abs=0.01)
+    assert float(h) * fig["height"] == pytest.approx(y1 - y0, abs=0.01)
     meta = json.loads((tmp_path / "meta" / f"{fig['name']}.json").read_text())
     assert meta["panels"] == [list(b) for b in fig["panels"]] and meta["params"]["seed"] == 3
     assert (tmp_path / "data.yaml").read_text().count("panel") == 1
