@@ -64,26 +64,33 @@ def main() -> None:
         gen_rows = []
         for workers in (1, os.cpu_count() or 1):
             start = time.perf_counter()
-            write_dataset(Path(tmp) / f"gen{workers}", args.generator_figures, 1,
-                          workers=workers)
+            write_dataset(Path(tmp) / f"gen{workers}", args.generator_figures, 1, workers=workers)
             gen_rows.append((workers, time.perf_counter() - start))
 
-    print(f"panel detection on {len(items)} figures ({len(list(MEDICAT.glob('*.png')))} real, "
-          f"{args.synthetic} synthetic), imgsz {args.imgsz}, device {shipped.device}, "
-          f"weights {resolve_weights(settings.weights).name}")
-    header = f"{'model':<24} {'seconds':>8} {'figures/s':>10} {'panels':>7} {'panels/s':>9} " \
-             f"{'time vs shipped':>16}"
+    print(
+        f"panel detection on {len(items)} figures ({len(list(MEDICAT.glob('*.png')))} real, "
+        f"{args.synthetic} synthetic), imgsz {args.imgsz}, device {shipped.device}, "
+        f"weights {resolve_weights(settings.weights).name}"
+    )
+    header = (
+        f"{'model':<24} {'seconds':>8} {'figures/s':>10} {'panels':>7} {'panels/s':>9} "
+        f"{'time vs shipped':>16}"
+    )
     print(header)
     print("-" * len(header))
     base = rows[0][1]
     for name, seconds, panels in rows:
-        print(f"{name:<24} {seconds:>8.2f} {len(items) / seconds:>10.2f} {panels:>7} "
-              f"{panels / seconds:>9.2f} {seconds / base:>16.2f}")
+        print(
+            f"{name:<24} {seconds:>8.2f} {len(items) / seconds:>10.2f} {panels:>7} "
+            f"{panels / seconds:>9.2f} {seconds / base:>16.2f}"
+        )
     print()
     print(f"{'generator workers':<24} {'figures':>8} {'seconds':>8} {'figures/s':>10}")
     for workers, seconds in gen_rows:
-        print(f"{workers:<24} {args.generator_figures:>8} {seconds:>8.2f} "
-              f"{args.generator_figures / seconds:>10.2f}")
+        print(
+            f"{workers:<24} {args.generator_figures:>8} {seconds:>8.2f} "
+            f"{args.generator_figures / seconds:>10.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -295,6 +295,18 @@ def detect(
         draw_boxes(img, boxes, kinds, captions).save(overlay, format="PNG")
 
 
+@main.command("split-caption")
+@click.argument("text")
+@click.option("--bold", multiple=True, help="A bold run of the caption (JATS <bold>), repeatable.")
+def split_caption_cmd(text: str, bold: tuple[str, ...]) -> None:
+    """Split a compound-figure caption into preamble, per-panel texts and trailer."""
+    from ray_jobs.captions.split import split_caption
+
+    click.echo(
+        json.dumps(split_caption(text, frozenset(bold)).to_dict(), indent=2, ensure_ascii=False)
+    )
+
+
 @main.command("show-config")
 @_CONFIG
 def show_config(config_path: str | None) -> None:

@@ -1,0 +1,1 @@
+"""Captions: subcaption splitting, panel pairing, token accounting."""
