@@ -1,0 +1,131 @@
+"""Pair each detected panel with its own text, and say how sure the pairing is.
+
+``alignment`` is ``label`` when panels and caption labels agree (same count in reading order,
+the panels that carry a detected label box, or positions like "left"/"right"), ``single`` when
+the figure is one panel (it gets the whole caption), and ``full_caption`` when nothing lines
+up: the panel keeps the whole caption and the record says so, so a user can filter it out.
+Article sentences that name a panel ("Fig. 1B") go to that panel; those that name the figure
+only go to every panel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ray_jobs.captions.labels import POSITIONS
+from ray_jobs.captions.split import SplitCaption
+
+Alignment = Literal["label", "single", "full_caption"]
+
+
+@dataclass
+class PanelBox:
+    index: int  # reading order
+    bbox: tuple[int, int, int, int]
+    has_label_box: bool = False
+
+
+@dataclass
+class MentionRef:
+    sentence: str
+    panels: list[str] = field(default_factory=list)  # letters the mention names, e.g. ["B"]
+
+
+@dataclass
+class PairedPanel:
+    index: int
+    label: str | None
+    text: str
+    alignment: Alignment
+    confidence: float
+    mentions: list[str] = field(default_factory=list)
+
+
+def _by_position(panels: Sequence[PanelBox], labels: list[str]) -> dict[int, str] | None:
+    """Map "left/right/top/bottom..." to panels by where they are."""
+    if not all(label in POSITIONS for label in labels) or len(labels) != len(panels):
+        return None
+
+    def centre(p: PanelBox) -> tuple[float, float]:
+        return (p.bbox[0] + p.bbox[2]) / 2, (p.bbox[1] + p.bbox[3]) / 2
+
+    xs = sorted(panels, key=lambda p: centre(p)[0])
+    ys = sorted(panels, key=lambda p: centre(p)[1])
+    picks: dict[str, PanelBox] = {
+        "left": xs[0],
+        "right": xs[-1],
+        "top": ys[0],
+        "upper": ys[0],
+        "bottom": ys[-1],
+        "lower": ys[-1],
+        "middle": xs[len(xs) // 2],
+        "center": xs[len(xs) // 2],
+        "centre": xs[len(xs) // 2],
+    }
+    for vertical in ("top", "upper", "bottom", "lower"):
+        row = sorted(
+            (
+                p
+                for p in panels
+                if abs(centre(p)[1] - centre(picks[vertical])[1])
+                < (picks[vertical].bbox[3] - picks[vertical].bbox[1]) / 2
+            ),
+            key=lambda p: centre(p)[0],
+        )
+        picks[f"{vertical} left"], picks[f"{vertical} right"] = row[0], row[-1]
+    mapping = {picks[label].index: label for label in labels if label in picks}
+    return mapping if len(mapping) == len(labels) else None
+
+
+def pair_panels(
+    panels: Sequence[PanelBox],
+    split: SplitCaption,
+    caption: str,
+    mentions: Sequence[MentionRef] = (),
+    *,
+    join_preamble: bool = True,
+    join_trailer: bool = True,
+) -> list[PairedPanel]:
+    labels = split.labels
+    mapping: dict[int, str] = {}
+    confidence = 0.0
+    if len(panels) == 1:
+        only = panels[0]
+        # one panel shows everything the caption says, labelled or not
+        confidence = 1.0 if len(labels) <= 1 else 0.6
+        return [
+            PairedPanel(
+                only.index, None, caption, "single", confidence, [m.sentence for m in mentions]
+            )
+        ]
+    if labels and len(labels) == len(panels):
+        mapping = _by_position(panels, labels) or {
+            p.index: label for p, label in zip(panels, labels, strict=True)
+        }
+        boxed = sum(p.has_label_box for p in panels)
+        confidence = 0.95 if boxed == len(panels) else 0.85 if boxed else 0.75
+    elif labels:
+        boxed = [p for p in panels if p.has_label_box]
+        if len(boxed) == len(labels):  # the detector over-split: the labelled ones are panels
+            mapping = {p.index: label for p, label in zip(boxed, labels, strict=True)}
+            confidence = 0.6
+    out = []
+    for panel in panels:
+        label = mapping.get(panel.index)
+        if label is None:
+            out.append(PairedPanel(panel.index, None, caption, "full_caption", 0.0))
+        else:
+            text = split.text_for(label, preamble=join_preamble, trailer=join_trailer)
+            out.append(PairedPanel(panel.index, label, text, "label", confidence))
+        _attach(out[-1], label, mentions)
+    return out
+
+
+def _attach(panel: PairedPanel, label: str | None, mentions: Sequence[MentionRef]) -> PairedPanel:
+    for mention in mentions:
+        named = [p.upper() for p in mention.panels]
+        if not named or (label is not None and label.upper() in named):
+            panel.mentions.append(mention.sentence)
+    return panel
