@@ -123,6 +123,18 @@ def test_panel_words_and_positions() -> None:
     ]
 
 
+def test_bold_labels_from_a_real_jats_caption(jats_dir: Path) -> None:
+    from ray_jobs.pmc.jats import parse_article
+
+    figure = parse_article((jats_dir / "pone.0046493.nxml").read_bytes()).figures[0]
+    assert figure.bold_labels == ["A", "B"]
+    split = split_caption(figure.caption, bold=set(figure.bold_labels))
+    assert [(s.label, s.text) for s in split.subcaptions] == [("A", "THL and"), ("B", "MmPPOX.")]
+    assert split.preamble == "Chemical structure of inhibitors. Chemical structures of"
+    # what follows the last panel applies to both structures
+    assert split.trailer.startswith("The proposed mechanism of action")
+
+
 def test_bold_labels_from_jats() -> None:
     caption = "Chemical structures of A, THL and B, MmPPOX."
     assert split_caption(caption).labels == []  # prose alone: not labels

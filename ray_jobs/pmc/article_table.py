@@ -30,6 +30,7 @@ FIGURE = pa.struct(
         ("graphics", pa.list_(pa.string())),
         ("image", pa.string()),
         ("mentions", pa.list_(MENTION)),
+        ("bold_labels", pa.list_(pa.string())),
     ]
 )
 ARTICLE_SCHEMA = pa.schema(

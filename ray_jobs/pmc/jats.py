@@ -220,9 +220,18 @@ def _figures(root: etree._Element, media: Mapping[str, str]) -> list[Figure]:
                 caption=_text(caption),
                 graphics=hrefs,
                 image=resolve_image(hrefs, media),
+                bold_labels=_bold_labels(caption),
             )
         )
     return figures
+
+
+def _bold_labels(caption: etree._Element | None) -> list[str]:
+    """Short bold runs in a caption ("<bold>A</bold>"): evidence that they are panel labels."""
+    if caption is None:
+        return []
+    runs = (_text(b).strip("().:, ") for b in caption.iter("bold", "b"))
+    return list(dict.fromkeys(r for r in runs if r and len(r) <= 4))
 
 
 def _glossary(root: etree._Element) -> list[tuple[str, str]]:

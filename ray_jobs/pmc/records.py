@@ -64,6 +64,7 @@ class Figure:
     graphics: list[str] = field(default_factory=list)
     image: str | None = None  # the media file name in the package that a graphic resolves to
     mentions: list[Mention] = field(default_factory=list)
+    bold_labels: list[str] = field(default_factory=list)  # short bold runs: panel labels, often
 
 
 @dataclass(slots=True)
