@@ -90,6 +90,15 @@ class DetectorSettings(_Section):
     crop_format: Literal["jpeg", "png"] = "jpeg"
 
 
+class CaptionSettings(_Section):
+    """How a panel's training text is put together, and how tokens are counted."""
+
+    join_preamble: bool = True  # the text before the first label goes with every panel
+    join_trailer: bool = True  # so do the shared notes after the last one
+    long_tokenizer: str | None = None  # a local tokenizer.json (e.g. BioClinical ModernBERT)
+    token_windows: list[int] = Field(default_factory=lambda: [77, 154, 256, 512])
+
+
 class IngestSettings(_Section):
     retry_failed: bool = False  # re-run articles whose last attempt failed permanently
     workers: int = Field(default=4, ge=1)  # threads fetching and parsing
@@ -101,6 +110,7 @@ class Settings(_Section):
     archive: ArchiveLimits = Field(default_factory=ArchiveLimits)
     ingest: IngestSettings = Field(default_factory=IngestSettings)
     detector: DetectorSettings = Field(default_factory=DetectorSettings)
+    captions: CaptionSettings = Field(default_factory=CaptionSettings)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     def fingerprint(self) -> str:
