@@ -18,7 +18,7 @@ from ray_jobs.captions.labels import POSITIONS, SPEC, LabelKey, expand, key_of
 
 _POS = "|".join(p.replace(" ", r"\s+") for p in POSITIONS)
 _CANDIDATES = re.compile(
-    rf"\(\s*(?:panels?\s+)?(?P<paren>{SPEC})\s*\)"  # (A) (A–C) (a, b) (panel A)
+    rf"\(\s*(?:(?:panels?|images?)\s+)?(?P<paren>{SPEC})\s*\)"  # (A) (A–C) (panel A)
     rf"|\(\s*(?P<paren_note>{SPEC})\s*[,;]\s*[^()]{{1,60}}\)"  # (C, in red, 200x)
     rf"|(?P<close>(?<![\w(])(?:{SPEC}))\)"  # A)  a)
     rf"|(?P<punct>(?<![\w(])(?:panels?\s+)?(?:{SPEC}))(?P<punct_mark>[.:,])(?=\s)"  # A. A: A,
@@ -108,7 +108,7 @@ def _candidates(text: str, bold: frozenset[str], roman: bool) -> list[_Candidate
     kinds = ("paren", "paren_note", "close", "punct", "bare", "pos", "pos_paren")
     for m in _CANDIDATES.finditer(text):
         kind = next(k for k in kinds if m.group(k))
-        spec = re.sub(r"^panels?\s+", "", m.group(kind).strip(), flags=re.I)
+        spec = re.sub(r"^(?:panels?|images?)\s+", "", m.group(kind).strip(), flags=re.I)
         start, end = m.start(), m.end("punct_mark") if kind == "punct" else m.end()
         if kind in ("pos", "pos_paren"):
             labels = [" ".join(re.sub(r"\s+panels?$", "", spec, flags=re.I).lower().split())]
@@ -118,6 +118,9 @@ def _candidates(text: str, bold: frozenset[str], roman: bool) -> list[_Candidate
         keys = [key_of(label, roman) for label in labels]
         if not labels or any(k is None for k in keys):
             continue
+        if len({k.scheme for k in keys}) > 1:  # "gleason 6, C)": only the label itself counts
+            labels, keys = labels[-1:], keys[-1:]
+            start = text.rindex(labels[0], start, end)
         if _FIGURE_WORD.search(text[max(0, start - 30) : start]):
             continue  # "Figure 2:" "Fig. 3."
         bolded = bool(bold) and all(label in bold for label in labels)
@@ -189,9 +192,12 @@ def _sequence(cands: list[_Candidate], start: str | None = None) -> list[_Candid
     return best
 
 
-def _rank(run: list[_Candidate]) -> tuple[int, int]:
-    """More labels first; on a tie, the run whose labels are stronger (clause-opening)."""
-    return sum(len(c.labels) for c in run), sum(c.strong for c in run)
+def _rank(run: list[_Candidate]) -> tuple[int, int, int]:
+    """More labels first; on a tie, stronger (clause-opening) labels, then the earlier start
+    (a range like "(A-D)" that opens the account, split again inside by its members)."""
+    if not run:
+        return (0, 0, 0)
+    return sum(len(c.labels) for c in run), sum(c.strong for c in run), -run[0].start
 
 
 def _labels_follow_text(text: str, run: list[_Candidate]) -> bool:
