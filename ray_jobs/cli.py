@@ -23,6 +23,14 @@ _CONFIG = click.option(
 )
 
 
+_WEIGHTS = click.option(
+    "--weights",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="Detector checkpoint [detector.weights from the config].",
+)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="pmcvl")
 def main() -> None:
@@ -185,7 +193,7 @@ def _detector_settings(config_path: str | None, weights: str | None, **overrides
 
 
 @main.command("eval-detector")
-@click.option("--weights", type=click.Path(exists=True, dir_okay=False), default=None)
+@_WEIGHTS
 @click.option(
     "--data",
     type=click.Path(exists=True),
@@ -232,7 +240,7 @@ def eval_detector(
 
 @main.command()
 @click.argument("image", type=click.Path(exists=True, dir_okay=False))
-@click.option("--weights", type=click.Path(exists=True, dir_okay=False), default=None)
+@_WEIGHTS
 @click.option(
     "--overlay",
     type=click.Path(dir_okay=False),

@@ -15,27 +15,22 @@ def roman(n: int) -> str:
     return out
 
 
+_SCHEMES = {
+    "A": lambda letter, i, row, col: letter.upper(),
+    "a": lambda letter, i, row, col: letter,
+    "1": lambda letter, i, row, col: str(i + 1),
+    "i": lambda letter, i, row, col: roman(i + 1),
+    "a1": lambda letter, i, row, col: f"{chr(ord('a') + row % 26)}{col + 1}",
+    "a-1": lambda letter, i, row, col: f"{chr(ord('a') + row % 26)}-{col + 1}",
+    "(a)": lambda letter, i, row, col: f"({letter})",
+    "a)": lambda letter, i, row, col: f"{letter})",
+    "(A)": lambda letter, i, row, col: f"({letter.upper()})",
+    "A)": lambda letter, i, row, col: f"{letter.upper()})",
+}
+
+
 def label_text(scheme: str, index: int, row: int, col: int) -> str:
     """The label of the ``index``-th panel in reading order (``row``/``col`` for a1-style)."""
-    letter = chr(ord("a") + index % 26)
-    if scheme == "A":
-        return letter.upper()
-    if scheme == "a":
-        return letter
-    if scheme == "1":
-        return str(index + 1)
-    if scheme == "i":
-        return roman(index + 1)
-    if scheme == "a1":
-        return f"{chr(ord('a') + row % 26)}{col + 1}"
-    if scheme == "a-1":
-        return f"{chr(ord('a') + row % 26)}-{col + 1}"
-    if scheme == "(a)":
-        return f"({letter})"
-    if scheme == "a)":
-        return f"{letter})"
-    if scheme == "(A)":
-        return f"({letter.upper()})"
-    if scheme == "A)":
-        return f"{letter.upper()})"
-    raise ValueError(f"unknown label scheme {scheme!r}")
+    if scheme not in _SCHEMES:
+        raise ValueError(f"unknown label scheme {scheme!r}")
+    return _SCHEMES[scheme](chr(ord("a") + index % 26), index, row, col)
