@@ -58,6 +58,16 @@ def test_select_panels_drops_small_degenerate_containers_and_duplicates() -> Non
     ]
 
 
+def test_overlapping_halves_of_one_picture_are_merged() -> None:
+    raw = [RawBox((29, 0, 371, 577), 0.25, PANEL), RawBox((279, 0, 597, 499), 0.32, PANEL)]
+    kept, dropped = select_panels("ct", raw, 662, 580, SETTINGS.model_copy(update={"conf": 0.2}))
+    assert kept == [((29, 0, 597, 577), 0.32)]
+    assert [d.reason for d in dropped] == ["merged", "merged"]
+    # neighbours that touch are not merged
+    side_by_side = [RawBox((0, 0, 100, 100), 0.9, PANEL), RawBox((98, 0, 200, 100), 0.9, PANEL)]
+    assert len(select_panels("k", side_by_side, 200, 100, SETTINGS)[0]) == 2
+
+
 def test_labels_attach_inside_or_just_above() -> None:
     panels = [(0, 30, 100, 130), (110, 30, 210, 130)]
     labels = [((112, 32, 125, 45), 0.9), ((2, 10, 15, 26), 0.8), ((180, 300, 190, 310), 0.9)]

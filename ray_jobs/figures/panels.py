@@ -60,7 +60,7 @@ class Dropped:
     figure_key: str
     bbox: Box
     score: float
-    reason: str  # too_small | degenerate | duplicate | container
+    reason: str  # too_small | degenerate | duplicate | merged | container
 
 
 @dataclass
@@ -105,6 +105,35 @@ def _contains(outer: Box, inner: Box, fraction: float = 0.9) -> bool:
     return area > 0 and inter >= fraction * area
 
 
+def _overlap_of_smaller(a: Box, b: Box) -> float:
+    inter = max(0, min(a[2], b[2]) - max(a[0], b[0])) * max(0, min(a[3], b[3]) - max(a[1], b[1]))
+    smaller = min((a[2] - a[0]) * (a[3] - a[1]), (b[2] - b[0]) * (b[3] - b[1]))
+    return inter / smaller if smaller > 0 else 0.0
+
+
+def _merge_overlapping(
+    key: str, kept: list[tuple[Box, float]], dropped: list[Dropped], limit: float = 0.25
+) -> list[tuple[Box, float]]:
+    boxes = list(kept)
+    merged = True
+    while merged:
+        merged = False
+        for i in range(len(boxes)):
+            for j in range(i + 1, len(boxes)):
+                (a, sa), (b, sb) = boxes[i], boxes[j]
+                share = _overlap_of_smaller(a, b)
+                if limit < share < 0.9:  # near-containment is left to the container rule
+                    dropped.extend([Dropped(key, a, sa, "merged"), Dropped(key, b, sb, "merged")])
+                    union = (min(a[0], b[0]), min(a[1], b[1]), max(a[2], b[2]), max(a[3], b[3]))
+                    boxes[i] = (union, max(sa, sb))
+                    del boxes[j]
+                    merged = True
+                    break
+            if merged:
+                break
+    return boxes
+
+
 def select_panels(
     key: str, raw: list[RawBox], width: int, height: int, settings: DetectorSettings
 ) -> tuple[list[tuple[Box, float]], list[Dropped]]:
@@ -134,6 +163,9 @@ def select_panels(
             else:
                 dropped.append(Dropped(key, kept[i][0], kept[i][1], "duplicate"))
         kept = [kept[i] for i in sorted(survivors)]
+    # panels of a figure do not overlap: two boxes sharing much of the smaller one are one
+    # panel cut in two (a single photograph read as two), so they become their union
+    kept = _merge_overlapping(key, kept, dropped)
     # a box holding two or more other panels is the figure (or a row of it), not a panel
     containers = {
         i
@@ -271,7 +303,7 @@ class PanelDetector:
             conf=min(s.conf, s.label_conf),
             iou=s.iou,
             device=self.device,
-            half=self.half,
+            quantize=16 if self.half else None,  # fp16 on a GPU (replaces "half")
             verbose=False,
         )
         out = []
