@@ -1,0 +1,131 @@
+"""The modality taxonomy (``taxonomy.yaml``) and the metadata rules that read it.
+
+Rules turn a panel's words into a prior over the fine (L2) classes, with the evidence that
+produced it: which phrase matched, and where (the panel's own subcaption counts most, the
+caption's shared text less, the article's keywords least). Text is tokenised first, so "CT,"
+"(MRI)" and "T2-weighted" match; a negated mention ("no CT was performed") does not count.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+TAXONOMY_FILE = Path(__file__).with_name("taxonomy.yaml")
+_TOKEN = re.compile(r"[a-z0-9±]+(?:[-/&][a-z0-9]+)*")
+_NEGATIONS = frozenset({"no", "not", "non", "without", "absence", "absent", "negative"})
+WEIGHTS = {"subcaption": 1.0, "caption": 0.4, "keywords": 0.2}
+
+
+@dataclass(frozen=True)
+class ModalityClass:
+    name: str
+    l1: str
+    keep: bool
+    keywords: tuple[tuple[str, ...], ...]
+
+    @property
+    def l0(self) -> str:
+        return "other" if self.l1 == "other" else "medical"
+
+
+@dataclass(frozen=True)
+class Taxonomy:
+    version: int
+    classes: dict[str, ModalityClass]
+
+    @property
+    def l2_names(self) -> list[str]:
+        return list(self.classes)
+
+    def l1_of(self, l2: str) -> str:
+        return self.classes[l2].l1
+
+    def l0_of(self, l2: str) -> str:
+        return self.classes[l2].l0
+
+
+def tokens(text: str) -> list[str]:
+    return _TOKEN.findall(text.lower())
+
+
+@lru_cache(maxsize=4)
+def load_taxonomy(path: str | None = None) -> Taxonomy:
+    spec = yaml.safe_load(Path(path or TAXONOMY_FILE).read_text())
+    classes = {
+        name: ModalityClass(
+            name,
+            body["l1"],
+            bool(body["keep"]),
+            tuple(tuple(tokens(k)) for k in body.get("keywords", [])),
+        )
+        for name, body in spec["classes"].items()
+    }
+    return Taxonomy(int(spec.get("version", 1)), classes)
+
+
+@dataclass
+class Evidence:
+    l2: str
+    phrase: str
+    source: str  # subcaption | caption | keywords
+
+
+@dataclass
+class RulePrior:
+    scores: dict[str, float] = field(default_factory=dict)  # L2 → share of the evidence
+    evidence: list[Evidence] = field(default_factory=list)
+
+    @property
+    def best(self) -> str | None:
+        return max(self.scores, key=self.scores.__getitem__) if self.scores else None
+
+
+def _matches(words: list[str], taxonomy: Taxonomy) -> Iterable[tuple[str, str]]:
+    """(class, phrase) for every keyword occurrence, longest phrase first, never negated."""
+    phrases = sorted(
+        ((kw, name) for name, cls in taxonomy.classes.items() for kw in cls.keywords),
+        key=lambda item: -len(item[0]),
+    )
+    taken = [False] * len(words)
+    for kw, name in phrases:
+        n = len(kw)
+        for i in range(len(words) - n + 1):
+            if words[i : i + n] == list(kw) and not any(taken[i : i + n]):
+                if _NEGATIONS.intersection(words[max(0, i - 2) : i]):
+                    continue
+                for k in range(i, i + n):
+                    taken[k] = True
+                yield name, " ".join(kw)
+
+
+def metadata_prior(
+    subcaption: str = "",
+    shared_caption: str = "",
+    keywords: Iterable[str] = (),
+    taxonomy: Taxonomy | None = None,
+) -> RulePrior:
+    """A prior over L2 classes from a panel's words.
+
+    ``shared_caption`` is the caption text every panel shares (preamble and trailer), not the
+    other panels' subcaptions: "(A) CT ... (B) H&E" must not make panel A look like histology.
+    """
+    taxonomy = taxonomy or load_taxonomy()
+    prior = RulePrior()
+    raw: dict[str, float] = {}
+    for source, text in (
+        ("subcaption", subcaption),
+        ("caption", shared_caption),
+        ("keywords", " ; ".join(keywords)),
+    ):
+        for name, phrase in _matches(tokens(text), taxonomy):
+            raw[name] = raw.get(name, 0.0) + WEIGHTS[source]
+            prior.evidence.append(Evidence(name, phrase, source))
+    total = sum(raw.values())
+    prior.scores = {k: round(v / total, 4) for k, v in raw.items()} if total else {}
+    return prior
