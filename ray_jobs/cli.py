@@ -303,6 +303,95 @@ def detect(
         draw_boxes(img, boxes, kinds, captions).save(overlay, format="PNG")
 
 
+@main.command("classifier-data")
+@click.option("--out", type=click.Path(file_okay=False), required=True)
+@click.option(
+    "--n",
+    "per_class",
+    type=click.IntRange(2),
+    default=100,
+    show_default=True,
+    help="Images per class (a fifth go to val/).",
+)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--size", type=click.IntRange(32), default=160, show_default=True)
+def classifier_data(out: str, per_class: int, seed: int, size: int) -> None:
+    """Write an ImageFolder tree of taxonomy classes drawn by the synthetic panel makers."""
+    from ray_jobs.figures.classifier import write_dataset
+
+    counts = write_dataset(Path(out), per_class, seed, size)
+    click.echo(json.dumps(counts, indent=2))
+
+
+@main.command("train-classifier")
+@click.option("--data", type=click.Path(exists=True, file_okay=False), required=True)
+@click.option("--out", type=click.Path(file_okay=False), required=True)
+@click.option("--backbone", default=None, help="torchvision ResNet name [classifier.backbone].")
+@click.option("--epochs", type=click.IntRange(1), default=5, show_default=True)
+@click.option("--imgsz", type=click.IntRange(32), default=None)
+@click.option("--batch", type=click.IntRange(1), default=16, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@_CONFIG
+def train_classifier_cmd(
+    data: str,
+    out: str,
+    backbone: str | None,
+    epochs: int,
+    imgsz: int | None,
+    batch: int,
+    seed: int,
+    config_path: str | None,
+) -> None:
+    """Fine-tune (or train from scratch) the modality classifier on an ImageFolder tree."""
+    from ray_jobs.figures.classifier import train_classifier
+
+    setup_logging()
+    settings = load_settings(config_path).classifier
+    result = train_classifier(
+        Path(data),
+        Path(out),
+        backbone=backbone or settings.backbone,
+        epochs=epochs,
+        imgsz=imgsz or settings.imgsz,
+        batch=batch,
+        seed=seed,
+        pretrained=settings.pretrained,
+    )
+    click.echo(
+        json.dumps(
+            {
+                "weights": result.weights,
+                "seconds": result.seconds,
+                "val_accuracy": result.val_accuracy,
+            },
+            indent=2,
+        )
+    )
+
+
+@main.command("eval-classifier")
+@click.option("--data", type=click.Path(exists=True, file_okay=False), required=True)
+@click.option("--weights", type=click.Path(exists=True, dir_okay=False), default=None)
+@click.option("--split", default="val", show_default=True)
+@_CONFIG
+def eval_classifier(data: str, weights: str | None, split: str, config_path: str | None) -> None:
+    """Per-class precision and recall and the confusion matrix on a held-out split."""
+    from ray_jobs.figures.classifier import evaluate_classifier
+
+    report = evaluate_classifier(
+        Path(weights or load_settings(config_path).classifier.weights), Path(data), split
+    )
+    classes = report["classes"]
+    click.echo(f"accuracy {report['accuracy']:.4f}")
+    click.echo(f"{'class':<22} {'precision':>9} {'recall':>7} {'support':>7}")
+    for name in classes:
+        row = report["per_class"][name]
+        click.echo(f"{name:<22} {row['precision']:>9.3f} {row['recall']:>7.3f} {row['support']:>7}")
+    click.echo("confusion (rows true, columns predicted, in the order above):")
+    for name, row in zip(classes, report["confusion"], strict=True):
+        click.echo(f"{name:<22} " + " ".join(f"{v:>4}" for v in row))
+
+
 @main.command("split-caption")
 @click.argument("text")
 @click.option("--bold", multiple=True, help="A bold run of the caption (JATS <bold>), repeatable.")

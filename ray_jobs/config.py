@@ -90,6 +90,19 @@ class DetectorSettings(_Section):
     crop_format: Literal["jpeg", "png"] = "jpeg"
 
 
+class ClassifierSettings(_Section):
+    """The modality classifier and the keep decision. Weights from a path, never a hub."""
+
+    weights: str = "models/modality-classifier/resnet18-modality.pt"
+    backbone: str = "resnet101"  # for training; a checkpoint names its own
+    pretrained: str | None = None  # local ImageNet weights to start training from
+    imgsz: int = Field(default=224, ge=32)
+    batch_size: int = Field(default=32, ge=1)
+    min_confidence: float = Field(default=0.5, ge=0, le=1)
+    rules_weight: float = Field(default=0.3, ge=0, le=1)  # share of the metadata prior
+    min_side_px: int = Field(default=32, ge=1)
+
+
 class CaptionSettings(_Section):
     """How a panel's training text is put together, and how tokens are counted."""
 
@@ -111,6 +124,7 @@ class Settings(_Section):
     ingest: IngestSettings = Field(default_factory=IngestSettings)
     detector: DetectorSettings = Field(default_factory=DetectorSettings)
     captions: CaptionSettings = Field(default_factory=CaptionSettings)
+    classifier: ClassifierSettings = Field(default_factory=ClassifierSettings)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     def fingerprint(self) -> str:
