@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DEMO_DIR ?= demo
 DEMO_N ?= 40
 
-.PHONY: install demo test lint format bench bench-detector eval-subcaptions clean
+.PHONY: install demo test lint format bench bench-detector bench-classifier eval-subcaptions clean
 
 $(STAMP): pyproject.toml requirements/constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,9 @@ bench: install
 
 bench-detector: install
 	$(BIN)/python benchmarks/bench_detector.py
+
+bench-classifier: install
+	$(BIN)/python benchmarks/bench_classifier.py
 
 eval-subcaptions: install
 	$(BIN)/python benchmarks/eval_subcaptions.py
