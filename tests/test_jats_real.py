@@ -138,6 +138,8 @@ def test_plos_one_license_in_copyright_statement(jats_dir: Path) -> None:
 def test_plos_one_bold_panel_labels_and_ranges(jats_dir: Path) -> None:
     a = load(jats_dir, "pone.0046493.nxml")
     assert a.pmcid == "PMC3460867" and a.year == 2012
+    assert a.subjects[:3] == ["Biology", "Biochemistry", "Enzymes"]  # not the "heading" group
+    assert "Research Article" not in a.subjects
     f1 = a.figures[0]
     # <bold>A</bold>, THL: the label keeps its comma and space, nothing glued
     assert "Chemical structures of A, THL and B, MmPPOX." in f1.caption

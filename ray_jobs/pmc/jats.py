@@ -295,6 +295,12 @@ def parse_root(
     for figure in figures:
         figure.mentions = mentions.get(figure.id, [])
     keywords = [_text(kw) for kw in root.iterfind("front/article-meta/kwd-group/kwd")]
+    subjects = [
+        _text(subject)
+        for group in root.iterfind("front/article-meta/article-categories//subj-group")
+        if group.get("subj-group-type") != "heading"
+        for subject in group.findall("subject")
+    ]
     pmcid = _normalise_pmcid(metadata.get("pmcid")) or _normalise_pmcid(
         ids.get("pmc") or ids.get("pmcid")
     )
@@ -313,6 +319,7 @@ def parse_root(
         figures=figures,
         acronyms={},
         is_retracted=bool(metadata.get("is_retracted", False)),
+        subjects=list(dict.fromkeys(s for s in subjects if s)),
     )
     # last, because it adds newlines to the tree's tails
     article.acronyms = merge_acronyms(_glossary(root), _in_text_acronyms(meta, root))

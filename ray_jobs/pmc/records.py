@@ -83,6 +83,7 @@ class Article:
     figures: list[Figure]
     acronyms: dict[str, str]
     is_retracted: bool = False
+    subjects: list[str] = field(default_factory=list)  # article-categories, headings excluded
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
