@@ -63,9 +63,31 @@ def test_overlapping_halves_of_one_picture_are_merged() -> None:
     kept, dropped = select_panels("ct", raw, 662, 580, SETTINGS.model_copy(update={"conf": 0.2}))
     assert kept == [((29, 0, 597, 577), 0.32)]
     assert [d.reason for d in dropped] == ["merged", "merged"]
+    # a weak box straddling a confident one is dropped, not merged
+    straddle = [
+        RawBox((1, 1, 360, 438), 0.61, PANEL),
+        RawBox((111, 2, 634, 468), 0.28, PANEL),
+        RawBox((368, 10, 634, 442), 0.7, PANEL),
+    ]
+    kept, dropped = select_panels(
+        "mri", straddle, 634, 468, SETTINGS.model_copy(update={"conf": 0.2})
+    )
+    assert [b for b, _ in kept] == [(1, 1, 360, 438), (368, 10, 634, 442)]
+    assert [d.reason for d in dropped] == ["overlap"]
     # neighbours that touch are not merged
     side_by_side = [RawBox((0, 0, 100, 100), 0.9, PANEL), RawBox((98, 0, 200, 100), 0.9, PANEL)]
     assert len(select_panels("k", side_by_side, 200, 100, SETTINGS)[0]) == 2
+
+
+def test_a_fragment_inside_one_panel_is_dropped() -> None:
+    raw = [
+        RawBox((0, 0, 300, 340), 0.83, PANEL),
+        RawBox((0, 0, 150, 340), 0.34, PANEL),
+        RawBox((320, 0, 700, 340), 0.94, PANEL),
+    ]
+    kept, dropped = select_panels("fig", raw, 700, 380, SETTINGS)
+    assert [b for b, _ in kept] == [(0, 0, 300, 340), (320, 0, 700, 340)]
+    assert [(d.bbox, d.reason) for d in dropped] == [((0, 0, 150, 340), "nested")]
 
 
 def test_labels_attach_inside_or_just_above() -> None:

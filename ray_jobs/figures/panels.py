@@ -60,7 +60,7 @@ class Dropped:
     figure_key: str
     bbox: Box
     score: float
-    reason: str  # too_small | degenerate | duplicate | merged | container
+    reason: str  # too_small | degenerate | duplicate | overlap | merged | container | nested
 
 
 @dataclass
@@ -123,10 +123,17 @@ def _merge_overlapping(
                 (a, sa), (b, sb) = boxes[i], boxes[j]
                 share = _overlap_of_smaller(a, b)
                 if limit < share < 0.9:  # near-containment is left to the container rule
-                    dropped.extend([Dropped(key, a, sa, "merged"), Dropped(key, b, sb, "merged")])
-                    union = (min(a[0], b[0]), min(a[1], b[1]), max(a[2], b[2]), max(a[3], b[3]))
-                    boxes[i] = (union, max(sa, sb))
-                    del boxes[j]
+                    if min(sa, sb) < 0.5 * max(sa, sb):  # a weak box straddling a sure one
+                        weak = j if sb < sa else i
+                        dropped.append(Dropped(key, *boxes[weak], "overlap"))
+                        del boxes[weak]
+                    else:  # two halves of one picture
+                        dropped.extend(
+                            [Dropped(key, a, sa, "merged"), Dropped(key, b, sb, "merged")]
+                        )
+                        union = (min(a[0], b[0]), min(a[1], b[1]), max(a[2], b[2]), max(a[3], b[3]))
+                        boxes[i] = (union, max(sa, sb))
+                        del boxes[j]
                     merged = True
                     break
             if merged:
@@ -164,7 +171,8 @@ def select_panels(
                 dropped.append(Dropped(key, kept[i][0], kept[i][1], "duplicate"))
         kept = [kept[i] for i in sorted(survivors)]
     # panels of a figure do not overlap: two boxes sharing much of the smaller one are one
-    # panel cut in two (a single photograph read as two), so they become their union
+    # panel cut in two (a single photograph read as two) and become their union, unless one
+    # is far less sure than the other, which then goes
     kept = _merge_overlapping(key, kept, dropped)
     # a box holding two or more other panels is the figure (or a row of it), not a panel
     containers = {
@@ -175,6 +183,16 @@ def select_panels(
     for i in sorted(containers):
         dropped.append(Dropped(key, kept[i][0], kept[i][1], "container"))
     kept = [k for i, k in enumerate(kept) if i not in containers]
+    # a box (almost) inside one other box, and only that one: a fragment of a panel, or the
+    # panel with a border; the more confident of the two stands
+    nested = set()
+    for i, (a, sa) in enumerate(kept):
+        for j, (b, sb) in enumerate(kept):
+            if i < j and _overlap_of_smaller(a, b) >= 0.9:
+                nested.add(i if sa < sb else j)
+    for i in sorted(nested):
+        dropped.append(Dropped(key, kept[i][0], kept[i][1], "nested"))
+    kept = [k for i, k in enumerate(kept) if i not in nested]
     return kept, dropped
 
 
