@@ -83,6 +83,18 @@ def test_broken_images_are_stage_errors(data: bytes, error_type: str) -> None:
     assert (info.value.stage, info.value.error_type) == ("image", error_type)
 
 
+def test_unknown_bytes_stay_a_verdict_after_ultralytics_is_imported() -> None:
+    """ultralytics patches PIL.Image.open to pip-install a HEIF plugin on unknown files."""
+    from ray_jobs.figures.yolo_env import ultralytics_offline
+
+    ultralytics_offline()
+    import ultralytics.utils.patches  # noqa: F401  (applies the patch)
+
+    with pytest.raises(StageError) as info:
+        decode_image(b"this is not an image at all")
+    assert info.value.error_type == "not_an_image"
+
+
 def test_decompression_bomb_is_refused_before_decoding() -> None:
     bomb = encode(Image.new("1", (6000, 6000)), "PNG")  # 36 Mpx in a few kilobytes
     assert len(bomb) < 100_000

@@ -44,12 +44,24 @@ def to_rgb(img: Image.Image) -> Image.Image:
     return img.convert("RGB")  # L, 1, CMYK, YCbCr, LAB, HSV, RGB
 
 
+def _pillow_open():  # type: ignore[no-untyped-def]
+    """Pillow's own ``Image.open``. Importing ultralytics replaces it process-wide with a
+    wrapper that, on any unidentifiable file, tries to pip-install pi-heif: a network call at
+    run time, and an ImportError instead of a clear verdict when offline."""
+    opener = Image.open
+    if getattr(opener, "__module__", "").startswith("ultralytics"):
+        from ultralytics.utils import patches
+
+        return getattr(patches, "_image_open", opener)
+    return opener
+
+
 def decode_image(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image:
     """Bytes → 8-bit RGB (first frame of an animation), fully loaded."""
     if not data:
         raise StageError(STAGE, "empty_image", "zero-byte image")
     try:
-        img = Image.open(io.BytesIO(data))  # reads the header only
+        img = _pillow_open()(io.BytesIO(data))  # reads the header only
         width, height = img.size
         if width * height > max_pixels:  # refused before a single pixel is decoded
             raise StageError(
