@@ -113,3 +113,37 @@ def test_decision_rules() -> None:
     )
     assert swayed.l2 == "histopathology" and swayed.keep
     assert decide(probs, classes, RulePrior(), (20, 300), settings, tax).drop_reason == "too_small"
+
+
+def test_shipped_demo_classifier_on_real_figures(jats_dir: Path) -> None:
+    """The demonstration checkpoint, trained on panel-maker images only, on real figures it
+    can be right about: single CT slices and a single endoscopy image."""
+    from ray_jobs.figures.panels import resolve_weights
+
+    weights = resolve_weights(ClassifierSettings().weights)
+    assert weights.is_file() and weights.stat().st_size < 25 * 2**20
+    card = (weights.parent / "MODEL_CARD.md").read_text()
+    assert "demonstration" in card and "pmcvl train-classifier" in card
+    stage = ModalityClassifier()
+    folder = jats_dir.parent / "medicat_figures"
+    rows = [json.loads(line) for line in (folder / "sample.jsonl").read_text().splitlines()]
+    wanted = {
+        ("b362a1", "Figure2"): "ct",
+        ("e19039", "Figure1"): "ct",
+        ("e19039", "Figure3"): "ct",
+        ("57c9ad", "Figure3"): "endoscopy",
+    }
+    chosen = [r for r in rows if (r["pdf_hash"][:6], r["fig_key"]) in wanted]
+    out = stage(
+        {
+            "key": [f"{r['pdf_hash'][:6]}/{r['fig_key']}" for r in chosen],
+            "image": [(folder / f"{r['pdf_hash']}_{r['fig_uri']}").read_bytes() for r in chosen],
+            "subcaption": [""] * len(chosen),
+            "caption": [r["s2_caption"] for r in chosen],
+        }
+    )
+    for i, r in enumerate(chosen):
+        expected = wanted[(r["pdf_hash"][:6], r["fig_key"])]
+        assert out["modality_l2"][i] == expected, out["key"][i]
+        assert out["keep"][i] and out["drop_reason"][i] is None
+        assert out["modality_l0"][i] == "medical"

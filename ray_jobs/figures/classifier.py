@@ -160,22 +160,33 @@ def train_classifier(
     seconds = time.perf_counter() - started
     out.mkdir(parents=True, exist_ok=True)
     target = out / f"{backbone}-modality.pt"
-    torch.save(
-        {
-            "backbone": backbone,
-            "classes": classes,
-            "imgsz": imgsz,
-            "state_dict": model.state_dict(),
-            "taxonomy_version": load_taxonomy().version,
-        },
-        target,
-    )
+    save_checkpoint(target, backbone, classes, imgsz, model.state_dict())
     report = evaluate_classifier(target, data, "val")
     result = TrainResult(
         str(target), backbone, classes, epochs, imgsz, round(seconds, 1), report["accuracy"]
     )
     (out / f"{backbone}-modality.train.json").write_text(json.dumps(asdict(result), indent=2))
     return result
+
+
+def save_checkpoint(
+    path: Path, backbone: str, classes: list[str], imgsz: int, state: dict[str, Any]
+) -> None:
+    """Weights stored in fp16 (half the bytes; inference casts them back to the model's
+    dtype), with everything inference needs to rebuild the model."""
+    import torch
+
+    half = {k: v.half() if v.is_floating_point() else v for k, v in state.items()}
+    torch.save(
+        {
+            "backbone": backbone,
+            "classes": classes,
+            "imgsz": imgsz,
+            "state_dict": half,
+            "taxonomy_version": load_taxonomy().version,
+        },
+        path,
+    )
 
 
 def evaluate_classifier(weights: Path, data: Path, split: str = "val") -> dict[str, Any]:
