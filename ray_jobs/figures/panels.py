@@ -97,18 +97,21 @@ def reading_order(boxes: list[Box]) -> list[int]:
     return [i for row in rows for i in sorted(row, key=lambda j: boxes[j][0])]
 
 
+def _intersection(a: Box, b: Box) -> int:
+    return max(0, min(a[2], b[2]) - max(a[0], b[0])) * max(0, min(a[3], b[3]) - max(a[1], b[1]))
+
+
+def _area(box: Box) -> int:
+    return (box[2] - box[0]) * (box[3] - box[1])
+
+
 def _contains(outer: Box, inner: Box, fraction: float = 0.9) -> bool:
-    x0, y0 = max(outer[0], inner[0]), max(outer[1], inner[1])
-    x1, y1 = min(outer[2], inner[2]), min(outer[3], inner[3])
-    inter = max(0, x1 - x0) * max(0, y1 - y0)
-    area = (inner[2] - inner[0]) * (inner[3] - inner[1])
-    return area > 0 and inter >= fraction * area
+    return _area(inner) > 0 and _intersection(outer, inner) >= fraction * _area(inner)
 
 
 def _overlap_of_smaller(a: Box, b: Box) -> float:
-    inter = max(0, min(a[2], b[2]) - max(a[0], b[0])) * max(0, min(a[3], b[3]) - max(a[1], b[1]))
-    smaller = min((a[2] - a[0]) * (a[3] - a[1]), (b[2] - b[0]) * (b[3] - b[1]))
-    return inter / smaller if smaller > 0 else 0.0
+    smaller = min(_area(a), _area(b))
+    return _intersection(a, b) / smaller if smaller > 0 else 0.0
 
 
 def _merge_overlapping(
