@@ -4,10 +4,10 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-DEMO_DIR ?= demo
+DEMO_DIR ?= demo-output
 DEMO_N ?= 40
 
-.PHONY: install demo test lint format bench bench-detector bench-classifier eval-subcaptions clean
+.PHONY: install demo test lint format bench bench-detector bench-classifier bench-llm bench-build eval-subcaptions clean
 
 $(STAMP): pyproject.toml requirements/constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,9 +18,14 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 
 install: $(STAMP)
 
+# The corpus is generated once (same seed, same articles); a rerun finds nothing new to build.
 demo: install
-	$(BIN)/pmcvl sample-corpus --out $(DEMO_DIR)/corpus --n $(DEMO_N) --layout folders --seed 0
-	$(BIN)/pmcvl ingest --config configs/demo.yaml
+	test -d $(DEMO_DIR)/corpus || $(BIN)/pmcvl sample-corpus --out $(DEMO_DIR)/corpus --n $(DEMO_N) --layout folders --seed 0
+	PMCVL__SOURCE__PATH=$(abspath $(DEMO_DIR))/corpus PMCVL__OUTPUT__URI=$(abspath $(DEMO_DIR))/dataset \
+		$(BIN)/pmcvl run --config configs/demo.yaml
+	$(BIN)/pmcvl report $(DEMO_DIR)/dataset
+	@echo "shards:   $(DEMO_DIR)/dataset/shards/  (index: $(DEMO_DIR)/dataset/index/, manifest: $(DEMO_DIR)/dataset/manifest.json)"
+	@echo "report:   $(DEMO_DIR)/dataset/report/index.html"
 
 test: install lint
 	$(BIN)/pytest -q
@@ -43,6 +48,13 @@ bench-detector: install
 
 bench-classifier: install
 	$(BIN)/python benchmarks/bench_classifier.py
+
+# Requests/s against a fake vLLM server with a fixed latency, versus the bound C/L.
+bench-build: install
+	$(BIN)/python benchmarks/bench_build.py
+
+bench-llm: install
+	$(BIN)/python benchmarks/bench_llm.py
 
 eval-subcaptions: install
 	$(BIN)/python benchmarks/eval_subcaptions.py

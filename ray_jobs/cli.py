@@ -113,6 +113,20 @@ def ingest(config_path: str | None, progress: bool) -> None:
 
 
 @main.command()
+@_CONFIG
+def run(config_path: str | None) -> None:
+    """Build the dataset: the whole pipeline as a Ray job, new and changed articles only.
+
+    Runs on the Ray cluster named by RAY_ADDRESS (or pipeline.ray_address), else on a local
+    Ray instance. Prints the run's counts and where the manifest is.
+    """
+    from ray_jobs.jobs.build_dataset import main as build_main
+
+    argv = ["--config", config_path] if config_path else []
+    raise SystemExit(build_main(argv))
+
+
+@main.command()
 @click.option("--out", type=click.Path(file_okay=False), required=True)
 @click.option("--n", "count", type=click.IntRange(1), required=True)
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -402,6 +416,205 @@ def split_caption_cmd(text: str, bold: tuple[str, ...]) -> None:
     click.echo(
         json.dumps(split_caption(text, frozenset(bold)).to_dict(), indent=2, ensure_ascii=False)
     )
+
+
+@main.command()
+@click.argument("out")
+@_CONFIG
+def report(out: str, config_path: str | None) -> None:
+    """Write OUT/report/index.html (plots, tables) and stats.json for a dataset output.
+
+    OUT is a local folder or an s3:// prefix. The config gives the token windows, the
+    long-context tokenizer and the S3 endpoint.
+    """
+    from ray_jobs.report import build_report
+
+    if "://" not in out and not Path(out).is_dir():
+        raise click.ClickException(f"{out}: no such folder")
+    stats, page = build_report(out, load_settings(config_path))
+    for warning in stats.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    funnel = ", ".join(f"{k} {v:,}" for k, v in stats.funnel.items())
+    click.echo(f"{funnel}; failures {stats.failures_total:,}")
+    click.echo(f"report: {page}")
+
+
+@main.command("llm-check")
+@click.option("--base-url", help="Server root or .../v1 [longcap.base_url, $PMCVL_LLM_BASE_URL].")
+@click.option("--model", help="Model that writes descriptions [longcap.model].")
+@click.option("--vision-model", help="Model that sees the images [longcap.vision_model].")
+@click.option("--timeout", "timeout_s", type=float, help="Seconds per request [longcap.timeout_s].")
+@_CONFIG
+def llm_check(
+    base_url: str | None,
+    model: str | None,
+    vision_model: str | None,
+    timeout_s: float | None,
+    config_path: str | None,
+) -> None:
+    """Check an enrichment server: /health, the model list, one JSON-schema constrained call and
+    one image call. Exits with status 1 when any check fails. The API key comes from
+    longcap.api_key or $PMCVL_LLM_API_KEY."""
+    import asyncio
+
+    from ray_jobs.longcap.check import run_checks
+    from ray_jobs.longcap.client import server_url
+
+    settings = load_settings(config_path).longcap
+    updates = {"model": model, "vision_model": vision_model, "timeout_s": timeout_s}
+    settings = settings.model_copy(update={k: v for k, v in updates.items() if v is not None})
+    try:
+        click.echo(f"server {server_url(settings, override=base_url)}")
+    except ValueError as exc:  # no server configured
+        raise click.ClickException(str(exc)) from None
+    checks = asyncio.run(run_checks(settings, base_url=base_url))
+    for check in checks:
+        mark = {True: "ok", False: "FAIL", None: "skip"}[check.ok]
+        click.echo(f"{mark:<5} {check.name:<12} {check.seconds * 1000:>7.0f} ms  {check.detail}")
+    if any(check.ok is False for check in checks):
+        sys.exit(1)
+
+
+@main.command("build-benchmark")
+@click.option("--dataset", required=True, help="A dataset output (folder or s3://bucket/prefix).")
+@click.option("--out", required=True, help="Where the benchmark goes (folder or s3://...).")
+@click.option("--size", type=click.IntRange(1), default=1000, show_default=True)
+@click.option("--split", default="train", show_default=True, help="The split pairs come from.")
+@click.option("--overwrite", is_flag=True, help="Replace a benchmark already at --out.")
+@_CONFIG
+def build_benchmark_cmd(
+    dataset: str, out: str, size: int, split: str, overwrite: bool, config_path: str | None
+) -> None:
+    """A long-caption retrieval benchmark: one image-caption pair per article from the SIZE
+    most recent articles, and excluded_articles.txt, the articles training must leave out.
+
+    The caption is the long caption where the build wrote one, else the subcaption, else the
+    training text; benchmark.json counts each. S3 settings come from output.s3.
+    """
+    from ray_jobs.benchmark.build import build_benchmark
+
+    meta = build_benchmark(
+        dataset,
+        out,
+        size=size,
+        split=split,
+        s3=load_settings(config_path).output.s3,
+        overwrite=overwrite,
+    )
+    if meta["size"] < size:
+        click.echo(f"warning: only {meta['size']} articles qualify (asked for {size})", err=True)
+    summary = {k: meta[k] for k in ("size", "split", "caption_sources", "years")}
+    click.echo(json.dumps({"benchmark": out, **summary, "exclusion": meta["exclusion"]}, indent=2))
+
+
+@main.command("eval-retrieval")
+@click.option("--checkpoint", type=click.Path(exists=True, dir_okay=False), required=True)
+@click.option(
+    "--model", required=True, help="The model template (pmcvl-tiny, ...) or its rendered name."
+)
+@click.option("--benchmark", type=click.Path(exists=True, file_okay=False), required=True)
+@click.option(
+    "--context-length",
+    type=click.IntRange(2),
+    default=None,
+    help="Text tokens the model was trained with [the run's config].",
+)
+@click.option("--hf-text-path", default=None, help="An HF text tower's local folder.")
+@click.option(
+    "--labels",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help='Zero-shot set, JSON lines: {"image": PATH or "key": BENCHMARK_KEY, "label": TEXT}.',
+)
+@click.option("--label-template", default="a {} image", show_default=True)
+@click.option("--device", default=None, help="cpu, cuda, cuda:1 ... [cuda when present]")
+@click.option("--batch-size", type=click.IntRange(1), default=64, show_default=True)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="The JSON's path [next to the checkpoint: epoch_N.retrieval.json].",
+)
+@click.option(
+    "--copy-json",
+    "copies",
+    multiple=True,
+    help="Also write the JSON here (a path or s3://...); repeatable.",
+)
+def eval_retrieval_cmd(
+    checkpoint: str,
+    model: str,
+    benchmark: str,
+    context_length: int | None,
+    hf_text_path: str | None,
+    labels: str | None,
+    label_template: str,
+    device: str | None,
+    batch_size: int,
+    out: str | None,
+    copies: tuple[str, ...],
+) -> None:
+    """Recall@1/5/10/100 image→text and text→image of a CLIP checkpoint on a benchmark
+    (cosine similarity of L2-normalised embeddings), and zero-shot accuracy with --labels."""
+    from ray_jobs.benchmark.evaluate import evaluate_checkpoint, result_path
+
+    result = evaluate_checkpoint(
+        checkpoint,
+        model,
+        benchmark,
+        context_length=context_length,
+        hf_text_path=hf_text_path,
+        labels=labels,
+        label_template=label_template,
+        device=device,
+        batch_size=batch_size,
+        out=out,
+        copies=copies,
+    )
+    click.echo(json.dumps(result, indent=2))
+    click.echo(f"written: {out or result_path(Path(checkpoint))}", err=True)
+
+
+@main.command("render-training-job")
+@_CONFIG
+@click.option(
+    "--manifest",
+    required=True,
+    help="The dataset's manifest.json: s3://... or a path on the work volume.",
+)
+@click.option("--run", "run_name", default=None, help="Run name [clip-<UTC time>].")
+@click.option(
+    "--job",
+    type=click.Choice(["train", "eval"]),
+    default="train",
+    show_default=True,
+    help="Which Job: eval scores the run's last checkpoint once training is done.",
+)
+@click.option(
+    "--validate",
+    "k8s_version",
+    default=None,
+    help="Check against this Kubernetes version's schema first (offline), e.g. 1.30.",
+)
+def render_training_job_cmd(
+    config_path: str | None, manifest: str, run_name: str | None, job: str, k8s_version: str | None
+) -> None:
+    """Print a CLIP training (or evaluation) Kubernetes Job as YAML, from the training section
+    of the config: `pmcvl render-training-job --config C --manifest URI | kubectl apply -f -`."""
+    from ray_jobs.training import k8s_job
+
+    settings = load_settings(config_path).training
+    run = run_name or k8s_job.default_run_name()
+    try:
+        if job == "train":
+            spec = k8s_job.render_training_job(settings, manifest, run)
+        else:
+            spec = k8s_job.render_eval_job(settings, run, xcom=False)
+        if k8s_version:
+            k8s_job.validate(spec, k8s_version)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(k8s_job.to_yaml(spec), nl=False)
 
 
 @main.command("show-config")

@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 
 ENV_PREFIX = "PMCVL__"
 
@@ -66,11 +73,17 @@ class ArchiveLimits(_Section):
     max_xml_bytes: int = Field(default=64 * 2**20, ge=1)
 
 
+class OutputS3Settings(S3Settings):
+    """Writes are always signed: anonymous is off unless a file says otherwise explicitly."""
+
+    anonymous: bool = False
+
+
 class OutputSettings(_Section):
     """Where a run writes: a local folder or ``s3://bucket/prefix``."""
 
     uri: str = "output"
-    s3: S3Settings = Field(default_factory=lambda: S3Settings(anonymous=False))
+    s3: OutputS3Settings = Field(default_factory=OutputS3Settings)
     articles_per_part: int = Field(default=500, ge=1)
 
 
@@ -112,9 +125,177 @@ class CaptionSettings(_Section):
     token_windows: list[int] = Field(default_factory=lambda: [77, 154, 256, 512])
 
 
+class StageResources(_Section):
+    """What one pipeline stage asks Ray for; the adapter turns it into ``map_batches`` args."""
+
+    num_cpus: float = Field(default=1.0, ge=0)
+    num_gpus: float = Field(default=0.0, ge=0)
+    batch_size: int = Field(default=16, ge=1)
+    # actors in the stage's pool: a fixed size, or (min, max) for Ray Data to autoscale
+    concurrency: int | tuple[int, int] = 1
+
+
+class PipelineSettings(_Section):
+    """The dataset-building job: Ray resources per stage, shards, splits and dedup.
+
+    The defaults fit one small machine: Ray Data holds back about half of the cluster's CPUs
+    from actor pools, so the stages' minimum pools together must fit in the other half (on two
+    cores, at most one CPU in all, else the pipeline waits forever for actors). Fractional
+    CPUs are logical shares: torch still runs one thread per actor. ``configs/cluster.yaml``
+    shows GPU stages and wide pools for a cluster.
+    """
+
+    ray_address: str | None = None  # None: RAY_ADDRESS when set, else a local Ray instance
+    fetch: StageResources = Field(
+        default_factory=lambda: StageResources(num_cpus=0.25, batch_size=4)
+    )
+    fetch_threads: int = Field(default=8, ge=1)  # concurrent downloads inside one fetch actor
+    panels: StageResources = Field(
+        default_factory=lambda: StageResources(num_cpus=0.25, batch_size=8)
+    )
+    relevance: StageResources = Field(
+        default_factory=lambda: StageResources(num_cpus=0.25, batch_size=32)
+    )
+    dedup: StageResources = Field(
+        default_factory=lambda: StageResources(num_cpus=0.1, batch_size=64)
+    )
+    # a batch several times longcap.max_concurrency keeps the actor's requests in flight
+    enrich: StageResources = Field(
+        default_factory=lambda: StageResources(num_cpus=0.1, batch_size=64)
+    )
+    samples_per_shard: int = Field(default=1000, ge=1)
+    # share of articles (by a hash of the PMCID, so an article never straddles splits) in "val"
+    val_fraction: float = Field(default=0.0, ge=0, lt=1)
+    # perceptual-hash Hamming distance (of 64 bits) at or under which two panels are one image;
+    # -1 turns near-duplicate search off (exact duplicates are always dropped)
+    near_duplicate_bits: int = Field(default=3, ge=-1, le=3)
+
+
+class LongCapSettings(_Section):
+    """LongCAP caption enrichment through an OpenAI-compatible (vLLM) server.
+
+    ``base_url`` unset falls back to the ``PMCVL_LLM_BASE_URL`` environment variable and
+    ``api_key`` to ``PMCVL_LLM_API_KEY`` (then ``"EMPTY"``, what vLLM accepts without
+    ``--api-key``), read when the client starts, so a key never lands in a config dump.
+    """
+
+    enabled: bool = False
+    base_url: str | None = None  # e.g. http://vllm:8000 (a trailing /v1 is accepted)
+    model: str = "Qwen/Qwen2.5-VL-7B-Instruct"  # writes the description
+    vision_model: str | None = None  # judges feasibility from the image; None: ``model``
+    api_key: SecretStr | None = None
+    max_concurrency: int = Field(default=32, ge=1)  # requests in flight per Enricher
+    timeout_s: float = Field(default=120.0, gt=0)  # one request, connect to last byte
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+    max_retries: int = Field(default=4, ge=0)  # on 429, 5xx, timeouts and connection errors
+    backoff_base_s: float = Field(default=1.0, ge=0)  # exponential backoff with jitter
+    backoff_max_s: float = Field(default=30.0, ge=0)  # also caps a server's Retry-After
+    breaker_threshold: int = Field(default=5, ge=1)  # consecutive server faults to open
+    breaker_reset_s: float = Field(default=30.0, gt=0)  # open this long, then one probe
+    max_tokens: int = Field(default=1024, ge=16)
+    temperature: float = Field(default=0.0, ge=0, le=2)
+    image_max_side: int = Field(default=1024, ge=32)  # larger panels are resized first
+    max_features: int = Field(default=12, ge=1)
+    max_mentions: int = Field(default=6, ge=0)  # article sentences citing the figure
+    max_abstract_chars: int = Field(default=2000, ge=0)
+    cache: bool = True  # llm_cache/ in the run's output: a rerun pays for nothing twice
+
+
 class IngestSettings(_Section):
     retry_failed: bool = False  # re-run articles whose last attempt failed permanently
     workers: int = Field(default=4, ge=1)  # threads fetching and parsing
+
+
+_QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti|P|Pi|E|Ei)?$"  # a Kubernetes quantity
+
+
+class JobResources(_Section):
+    """What one Kubernetes Job's pod asks for, and how long it may run."""
+
+    gpus: int = Field(default=1, ge=0)  # per pod; > 1 runs torchrun --nproc_per_node=gpus
+    cpu: str = Field(default="8", pattern=_QUANTITY)  # requested
+    memory: str = Field(default="64Gi", pattern=_QUANTITY)  # requested and the limit
+    active_deadline_seconds: int = Field(default=3 * 86400, ge=60)
+
+
+class TrainingSettings(_Section):
+    """The CLIP training and evaluation Jobs (``pmcvl render-training-job``, ``clip_training``).
+
+    Paths here are inside the pod. The image must be pinned (a tag other than ``latest``, or a
+    digest) so a retried or re-run Job trains with the same code. Outputs of a run live under
+    ``{work_dir}/runs/{run}`` on the work volume (a claim, else an emptyDir) and, when
+    ``output_uri`` is set, are pushed to ``{output_uri}/{run}`` for the evaluation Job to pull.
+    """
+
+    image: str = "ghcr.io/pmcvl/clip-trainer:0.1.0"
+    image_pull_policy: Literal["IfNotPresent", "Always", "Never"] = "IfNotPresent"
+    image_pull_secrets: list[str] = Field(default_factory=list)
+    namespace: str = "pmcvl"
+    job_name: str = Field(default="pmcvl-clip", pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+    service_account: str | None = None
+    train: JobResources = Field(default_factory=JobResources)
+    evaluation: JobResources = Field(
+        default_factory=lambda: JobResources(
+            gpus=1, cpu="4", memory="16Gi", active_deadline_seconds=4 * 3600
+        )
+    )
+    gpu_resource: str = "nvidia.com/gpu"
+    node_selector: dict[str, str] = Field(
+        default_factory=lambda: {"nvidia.com/gpu.present": "true"}
+    )  # GPU pods only
+    tolerations: list[dict[str, Any]] = Field(
+        default_factory=lambda: [
+            {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+        ]
+    )  # GPU pods only
+    shm_size: str = Field(default="16Gi", pattern=_QUANTITY)  # /dev/shm for dataloader workers
+    ttl_seconds_after_finished: int = Field(default=86400, ge=0)
+    backoff_limit: int = Field(default=0, ge=0)  # a failed run is looked at, not retried blind
+    volume_claim: str | None = None  # a PersistentVolumeClaim at work_dir; None: an emptyDir
+    scratch_size: str = Field(default="500Gi", pattern=_QUANTITY)  # the emptyDir's size limit
+    work_dir: str = "/mnt/pmcvl"
+    output_uri: str | None = "s3://pmcvl/training"  # None: runs stay on the claim
+    s3_secret: str | None = "pmcvl-s3"  # holds the two keys below
+    s3_access_key_id_key: str = "AWS_ACCESS_KEY_ID"
+    s3_secret_access_key_key: str = "AWS_SECRET_ACCESS_KEY"
+    s3: OutputS3Settings = Field(default_factory=OutputS3Settings)
+    model: str = "pmcvl-ViT-B-16-longtext"  # a template in ray_jobs/training/model_configs
+    context_length: int = Field(default=256, ge=2)
+    hf_text_path: str | None = None  # an HF text tower's folder, in the pod
+    caption_key: str = "long_caption;subcaption"
+    split: str = "train"
+    batch_size: int = Field(default=256, ge=1)  # per GPU
+    epochs: int = Field(default=10, ge=1)
+    lr: float = Field(default=5e-4, gt=0)
+    wd: float = Field(default=0.2, ge=0)
+    warmup: int = Field(default=2000, ge=0)
+    workers: int = Field(default=8, ge=0)  # per GPU; shards must number >= workers x GPUs
+    precision: str = "amp"
+    seed: int = 0
+    extra_args: list[str] = Field(default_factory=list)  # to open_clip_train, verbatim
+    benchmark_size: int = Field(default=1000, ge=1)
+    # a benchmark to reuse (pulled into each run), so scores compare across runs; None: built
+    # per run from the newest articles of the run's dataset
+    benchmark_uri: str | None = None
+
+    @field_validator("image")
+    @classmethod
+    def _pinned(cls, image: str) -> str:
+        name, _, tag = image.rpartition(":") if "@" not in image else (image, "", "digest")
+        if not name or "/" in tag or tag in ("", "latest"):
+            raise ValueError(f"training.image {image!r} must be pinned: a tag (not latest)")
+        return image
+
+    @model_validator(mode="after")
+    def _paths(self) -> TrainingSettings:
+        if not self.work_dir.startswith("/"):
+            raise ValueError("training.work_dir must be an absolute path in the pod")
+        if self.output_uri is None and self.volume_claim is None:
+            raise ValueError(
+                "training: set output_uri or volume_claim; on an emptyDir alone the checkpoint "
+                "would vanish with the training pod"
+            )
+        return self
 
 
 class Settings(_Section):
@@ -125,6 +306,9 @@ class Settings(_Section):
     detector: DetectorSettings = Field(default_factory=DetectorSettings)
     captions: CaptionSettings = Field(default_factory=CaptionSettings)
     classifier: ClassifierSettings = Field(default_factory=ClassifierSettings)
+    longcap: LongCapSettings = Field(default_factory=LongCapSettings)
+    pipeline: PipelineSettings = Field(default_factory=PipelineSettings)
+    training: TrainingSettings = Field(default_factory=TrainingSettings)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     def fingerprint(self) -> str:

@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import boto3
@@ -22,6 +23,10 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(
             f"real-world test data not found at {SHARED_DATA}; set PMCVL_SHARED_DATA"
         )
+    # before anything imports airflow: a throwaway AIRFLOW_HOME, never ~/airflow
+    from airflow_fixtures import configure_airflow_env
+
+    configure_airflow_env()
 
 
 @pytest.fixture(scope="session")
@@ -89,3 +94,103 @@ def upload_tree(client, bucket: str, root: Path, skip: tuple[str, ...] = ("truth
             )
             count += 1
     return count
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(tmp_path_factory: pytest.TempPathFactory):
+    """A real local Ray cluster (``ray start --head --block`` on loopback, dashboard included)
+    for the session: yields ``(gcs address, dashboard URL)``.
+
+    Workers and job drivers inherit this environment: dummy AWS credentials (moto accepts any)
+    so stages that write to S3 on moto can sign, the real-world data folder, and the venv's
+    ``bin`` first on PATH, so a job's ``python`` is this venv's. ``--block`` keeps the cluster
+    tied to one process: stopping it stops this cluster only, not others on the machine.
+    """
+    port, dashboard_port = _free_port(), _free_port()
+    temp = tmp_path_factory.mktemp("ray")
+    venv_bin = str(Path(sys.executable).parent)
+    env = {
+        **os.environ,
+        "PATH": venv_bin + os.pathsep + os.environ.get("PATH", ""),
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "RAY_USAGE_STATS_ENABLED": "0",
+        # `ray start` turns token auth on; a client sends the token (~/.ray/auth_token) only
+        # when told the mode, so the head, the workers and every driver here get it
+        "RAY_AUTH_MODE": "token",
+    }
+    ray_bin = str(Path(venv_bin) / "ray")
+    log_path = temp / "ray-start.log"
+    log = log_path.open("w")
+    proc = subprocess.Popen(
+        [
+            ray_bin,
+            "start",
+            "--head",
+            "--block",
+            "--node-ip-address=127.0.0.1",
+            f"--port={port}",
+            "--num-cpus=2",
+            "--include-dashboard=true",
+            "--dashboard-host=127.0.0.1",
+            f"--dashboard-port={dashboard_port}",
+            f"--temp-dir={temp}",
+            "--disable-usage-stats",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 180
+    while "Ray runtime started" not in log_path.read_text():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"ray start failed:\n{log_path.read_text()[-3000:]}")
+        time.sleep(0.5)
+    address = f"127.0.0.1:{port}"
+    previous = {k: os.environ.get(k) for k in ("RAY_ADDRESS", "RAY_AUTH_MODE")}
+    os.environ.update(RAY_ADDRESS=address, RAY_AUTH_MODE="token")
+    yield address, f"http://127.0.0.1:{dashboard_port}"
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+    proc.terminate()  # drains, then stops this node's processes
+    try:
+        proc.wait(timeout=90)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+    for name, value in previous.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+@pytest.fixture(scope="session")
+def ray_address(ray_cluster) -> str:
+    """The local cluster's GCS address (also exported as ``RAY_ADDRESS``)."""
+    return ray_cluster[0]
+
+
+@pytest.fixture(scope="session")
+def ray_dashboard(ray_cluster) -> tuple[str, str]:
+    """``(dashboard URL, auth token)`` for the Ray Job Submission API of the local cluster."""
+    token_file = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
+    token = os.environ.get("RAY_AUTH_TOKEN") or token_file.read_text().strip()
+    url = ray_cluster[1]
+    request = urllib.request.Request(
+        f"{url}/api/version", headers={"Authorization": f"Bearer {token}"}
+    )
+    deadline = time.monotonic() + 60
+    while True:  # the dashboard's HTTP server may come up after `ray start` says it started
+        try:
+            with urllib.request.urlopen(request, timeout=5):
+                break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    return url, token

@@ -317,6 +317,23 @@ class PanelDetector:
         log.info("panel detector %s (%s) on %s", self.name, self.version, self.device)
 
     def predict(self, images: list[Image.Image]) -> list[list[RawBox]]:
+        """Boxes per image, whatever else is in the batch.
+
+        ultralytics pads a batch to a minimal rectangle only when every image in it has the
+        same shape, and to a full square otherwise, which changes the boxes and scores. Images
+        are therefore batched by shape, so a figure's panels never depend on its neighbours
+        (a resumed run must produce the records an uninterrupted one would).
+        """
+        groups: dict[tuple[int, int], list[int]] = {}
+        for i, image in enumerate(images):
+            groups.setdefault(image.size, []).append(i)
+        out: list[list[RawBox]] = [[] for _ in images]
+        for indices in groups.values():
+            for i, boxes in zip(indices, self._predict([images[i] for i in indices]), strict=True):
+                out[i] = boxes
+        return out
+
+    def _predict(self, images: list[Image.Image]) -> list[list[RawBox]]:
         s = self.settings
         results = self.model.predict(
             images,

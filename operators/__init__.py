@@ -1,0 +1,1 @@
+"""pmcvl's Airflow operators, triggers and sensors (importable as ``operators``)."""

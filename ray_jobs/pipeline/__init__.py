@@ -1,0 +1,1 @@
+"""The dataset-building pipeline: pure stage functions over rows, and the thin Ray layer."""

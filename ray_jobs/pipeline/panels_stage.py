@@ -1,0 +1,94 @@
+"""Figure rows to panel rows: detect panels, split the caption, pair each panel with its text.
+
+Detection and pairing run in one stage because pairing needs all panels of a figure together,
+and only the detector's output batch is guaranteed to hold them.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from PIL import Image
+
+from ray_jobs.captions.pairing import MentionRef, PanelBox, pair_panels
+from ray_jobs.captions.split import split_caption
+from ray_jobs.captions.tokens import clip_tokens
+from ray_jobs.config import Settings
+from ray_jobs.failures import FailureRecord
+from ray_jobs.figures.panels import STAGE, FigurePanels, PanelDetector
+from ray_jobs.pipeline.dedup import phash, sha256
+from ray_jobs.pipeline.rows import OK, Row, failure_row, make_row
+from ray_jobs.shards.records import panel_key
+
+
+def figure_panel_rows(figure: Row, found: FigurePanels, settings: Settings) -> list[Row]:
+    rec = figure["record"]
+    caption = rec["caption"] or ""
+    split = split_caption(caption, frozenset(rec.get("bold_labels") or []))
+    boxes = [PanelBox(p.panel_index, p.bbox, p.label_bbox is not None) for p in found.panels]
+    mentions = [MentionRef(m["sentence"], m["panels"]) for m in rec.get("mentions") or []]
+    paired = pair_panels(
+        boxes,
+        split,
+        caption,
+        mentions,
+        join_preamble=settings.captions.join_preamble,
+        join_trailer=settings.captions.join_trailer,
+    )
+    dropped: dict[str, int] = {}
+    for d in found.dropped:
+        dropped[d.reason] = dropped.get(d.reason, 0) + 1
+    shared = {k: v for k, v in rec.items() if k not in ("bold_labels", "image")}
+    rows = []
+    for panel, pair in zip(found.panels, paired, strict=True):
+        crop = panel.crop or b""
+        key = panel_key(rec["figure_key"], panel.panel_index)
+        with Image.open(io.BytesIO(crop)) as img:
+            ph = phash(img)
+        record: dict[str, Any] = {
+            **shared,
+            "key": key,
+            "subcaption": pair.text,
+            "panel_index": panel.panel_index,
+            "n_panels": len(found.panels),
+            "panel_label": pair.label,
+            "alignment": pair.alignment,
+            "alignment_confidence": pair.confidence,
+            "panel_bbox": list(panel.bbox),
+            "panel_status": panel.status,
+            "detector_score": panel.score,
+            "detector_version": f"{panel.detector}:{panel.detector_version}",
+            "inline_mentions": pair.mentions,
+            "width": panel.crop_size[0] if panel.crop_size else 0,
+            "height": panel.crop_size[1] if panel.crop_size else 0,
+            "sha256": sha256(crop),
+            "phash": ph,
+            "tokens_caption": clip_tokens(caption),
+            "tokens_subcaption": clip_tokens(pair.text),
+            "figure_width": found.width,
+            "figure_height": found.height,
+            # counted once per figure, on its first panel
+            "detector_dropped": dropped if panel.panel_index == 0 else {},
+        }
+        rows.append(make_row(key, OK, record, crop))
+    return rows
+
+
+def panel_rows(figures: list[Row], detector: PanelDetector, settings: Settings) -> list[list[Row]]:
+    """One list of rows per figure row: its panels, or its failure."""
+    found, failures = detector.detect([(f["key"], f["image"]) for f in figures])
+    by_key = {f.figure_key: f for f in found}
+    failed = {f.source_key: f for f in failures}
+    out: list[list[Row]] = []
+    for figure in figures:
+        article_key = figure["record"]["article_key"]
+        try:
+            if figure["key"] in failed:
+                out.append([failure_row(failed[figure["key"]], "figure", article_key)])
+            else:
+                out.append(figure_panel_rows(figure, by_key[figure["key"]], settings))
+        except Exception as exc:  # a pairing fault fails this figure only
+            failure = FailureRecord.from_exception(figure["key"], STAGE, exc)
+            out.append([failure_row(failure, "figure", article_key)])
+    return out

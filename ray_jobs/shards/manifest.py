@@ -1,0 +1,108 @@
+"""Part records and the dataset manifest.
+
+Each committed part of a run writes ``parts/<part>.json`` (its shards with checksums, and its
+counts) before its ledger segment; ``manifest.json`` is rebuilt from the committed part records
+and written last, so every shard it lists is complete, and files of a part no ledger segment
+committed (a killed run) are removed before anything new is written.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from ray_jobs.shards.storage import Storage
+from ray_jobs.shards.writer import INDEX, SHARDS, STATS
+
+log = logging.getLogger(__name__)
+
+PARTS = "parts"
+MANIFEST = "manifest.json"
+FORMAT = "pmcvl-dataset/1"
+
+
+def part_key(part: str) -> str:
+    return f"{PARTS}/{part}.json"
+
+
+def load_parts(storage: Storage, committed: set[str]) -> list[dict[str, Any]]:
+    records = []
+    for key in sorted(storage.list(PARTS)):
+        part = key.rsplit("/", 1)[-1].removesuffix(".json")
+        if key.endswith(".json") and part in committed:
+            records.append(json.loads(storage.read_bytes(key)))
+    return records
+
+
+def remove_orphans(storage: Storage, committed: set[str]) -> list[str]:
+    """Delete part records, shards, indexes and stats that no committed part lists."""
+    removed = []
+    for key in list(storage.list(PARTS)):
+        if key.rsplit("/", 1)[-1].removesuffix(".json") not in committed:
+            storage.delete(key)
+            removed.append(key)
+    listed = {
+        name
+        for part in load_parts(storage, committed)
+        for shard in part["shards"]
+        for name in (shard["name"], shard["index"], shard["stats"])
+    }
+    for prefix in (SHARDS, INDEX, STATS):
+        for key in list(storage.list(prefix)):
+            if key not in listed:
+                storage.delete(key)
+                removed.append(key)
+    if removed:
+        log.warning("removed %d file(s) of uncommitted parts", len(removed))
+    return removed
+
+
+def add_counts(total: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
+    for name, value in more.items():
+        if isinstance(value, dict):
+            add_counts(total.setdefault(name, {}), value)
+        else:
+            total[name] = total.get(name, 0) + value
+    return total
+
+
+def next_shard_index(parts: Iterable[dict[str, Any]], split: str) -> int:
+    numbers = [
+        int(s["name"].rsplit("-", 1)[-1].removesuffix(".tar"))
+        for p in parts
+        for s in p["shards"]
+        if s["split"] == split
+    ]
+    return max(numbers, default=-1) + 1
+
+
+def build_manifest(parts: list[dict[str, Any]], **fields: Any) -> dict[str, Any]:
+    shards = [s for p in parts for s in p["shards"]]
+    splits: dict[str, dict[str, int]] = {}
+    for shard in shards:
+        entry = splits.setdefault(shard["split"], {"shards": 0, "samples": 0})
+        entry["shards"] += 1
+        entry["samples"] += shard["samples"]
+    counts: dict[str, Any] = {}
+    for part in parts:
+        add_counts(counts, part["counts"])
+    return {
+        "format": FORMAT,
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "runs": sorted({p["run_id"] for p in parts}),
+        "shards": shards,
+        "splits": splits,
+        "counts": counts,
+        **fields,
+    }
+
+
+def write_json(storage: Storage, key: str, data: dict[str, Any]) -> None:
+    storage.write_bytes(key, json.dumps(data, indent=2, ensure_ascii=False).encode())
+
+
+def read_manifest(storage: Storage) -> dict[str, Any] | None:
+    return json.loads(storage.read_bytes(MANIFEST)) if storage.exists(MANIFEST) else None

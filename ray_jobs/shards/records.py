@@ -1,0 +1,145 @@
+"""The record contract: what each WebDataset sample's ``.json`` and each index row hold.
+
+One dataclass (:class:`PanelRecord`) and one explicit Arrow schema (:data:`INDEX_SCHEMA`), so
+every index part reads as one dataset in pandas, pyarrow and HF ``datasets`` whatever a part
+happened to contain. Keys hold no dot (WebDataset splits member names at the first dot of the
+base name): ``PMC13901v1-f2-p00``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import pyarrow as pa
+
+RECORD_FORMAT = "pmcvl-panel/1"
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]+", "_", text).strip("_") or "x"
+
+
+def figure_key(pmcid: str | None, version: int | None, figure_id: str, ordinal: int) -> str:
+    """``PMC13901v1-f2``: stable across runs, no dots, unique within an article (the ordinal
+    breaks ties between figure ids that sanitise to the same text)."""
+    article = _safe(pmcid or "unknown") + (f"v{version}" if version is not None else "")
+    return f"{article}-{_safe(figure_id)}{'' if ordinal == 0 else f'_{ordinal}'}"
+
+
+def panel_key(fig_key: str, panel_index: int) -> str:
+    return f"{fig_key}-p{panel_index:02d}"
+
+
+@dataclass
+class Feature:
+    """One statement of an enriched caption and whether the image supports it."""
+
+    feature: str
+    verdict: str  # FEASIBLE | NOT_FEASIBLE
+    rationale: str
+
+
+@dataclass
+class PanelRecord:
+    key: str
+    figure_key: str
+    pmcid: str | None
+    pmc_version: int | None
+    pmid: str | None
+    doi: str | None
+    journal: str | None
+    year: int | None
+    license: str | None
+    license_url: str | None
+    figure_id: str
+    figure_label: str | None
+    caption: str
+    subcaption: str
+    panel_index: int
+    n_panels: int  # panels detected in the figure
+    panel_label: str | None
+    alignment: str  # label | single | full_caption
+    alignment_confidence: float
+    panel_bbox: list[int]  # x0, y0, x1, y1 in source pixels
+    panel_status: str  # ok | fallback (the whole figure passed through as one panel)
+    detector_score: float | None
+    detector_version: str
+    modality: str | None = None  # taxonomy L2
+    modality_l1: str | None = None
+    modality_score: float | None = None
+    inline_mentions: list[str] = field(default_factory=list)
+    long_caption: str | None = None
+    feasibility: list[Feature] = field(default_factory=list)
+    llm_model: str | None = None
+    prompt_version: str | None = None
+    llm_prompt_tokens: int | None = None
+    llm_completion_tokens: int | None = None
+    width: int = 0
+    height: int = 0
+    sha256: str = ""
+    phash: str = ""  # 64-bit perceptual hash, hex
+    tokens_caption: int = 0  # CLIP BPE tokens, start and end included
+    tokens_subcaption: int = 0
+    tokens_long_caption: int | None = None
+    tokens_long_caption_long: int | None = None  # the long-context tokenizer, when configured
+    split: str = "train"
+    text: str = ""  # the training caption: the long caption where enrichment ran
+    format: str = RECORD_FORMAT
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PanelRecord:
+        names = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in names}
+        values["feasibility"] = [
+            f if isinstance(f, Feature) else Feature(**f) for f in values.get("feasibility") or []
+        ]
+        return cls(**values)
+
+
+FEATURE = pa.struct(
+    [("feature", pa.string()), ("verdict", pa.string()), ("rationale", pa.string())]
+)
+_TYPES: dict[str, pa.DataType] = {
+    "pmc_version": pa.int64(),
+    "year": pa.int64(),
+    "panel_index": pa.int32(),
+    "n_panels": pa.int32(),
+    "alignment_confidence": pa.float32(),
+    "panel_bbox": pa.list_(pa.int32()),
+    "detector_score": pa.float32(),
+    "modality_score": pa.float32(),
+    "inline_mentions": pa.list_(pa.string()),
+    "feasibility": pa.list_(FEATURE),
+    "llm_prompt_tokens": pa.int32(),
+    "llm_completion_tokens": pa.int32(),
+    "width": pa.int32(),
+    "height": pa.int32(),
+    "tokens_caption": pa.int32(),
+    "tokens_subcaption": pa.int32(),
+    "tokens_long_caption": pa.int32(),
+    "tokens_long_caption_long": pa.int32(),
+}
+RECORD_SCHEMA = pa.schema([(f.name, _TYPES.get(f.name, pa.string())) for f in fields(PanelRecord)])
+INDEX_SCHEMA = RECORD_SCHEMA.append(pa.field("shard", pa.string())).append(
+    pa.field("member", pa.string())
+)
+
+REJECT_SCHEMA = pa.schema(
+    [
+        ("key", pa.string()),
+        ("figure_key", pa.string()),
+        ("reason", pa.string()),  # low_confidence | non_clinical:<l2> | too_small | duplicate_*
+        ("duplicate_of", pa.string()),
+        ("modality", pa.string()),
+        ("modality_l1", pa.string()),
+        ("modality_score", pa.float32()),
+        ("sha256", pa.string()),
+        ("width", pa.int32()),
+        ("height", pa.int32()),
+    ]
+)

@@ -1,0 +1,322 @@
+"""The pipeline's stage functions without Ray: explode, panels + pairing, dedup, the part
+builder's ledger outcomes, the shard writer's determinism and the manifest's orphan rules."""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+import shutil
+import tarfile
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import webdataset as wds
+from PIL import Image
+
+from ray_jobs.config import load_settings
+from ray_jobs.failures import FailureRecord
+from ray_jobs.figures.panels import PanelDetector
+from ray_jobs.jobs.build_dataset import PartBuilder
+from ray_jobs.pipeline.dedup import Deduper, phash, sha256
+from ray_jobs.pipeline.explode import explode_article, split_of
+from ray_jobs.pipeline.panels_stage import panel_rows
+from ray_jobs.pipeline.rows import ARTICLE, FAILED, FIGURE, OK, decode, encode, expand, make_row
+from ray_jobs.pmc.ledger import Ledger
+from ray_jobs.pmc.sample_corpus import write_corpus
+from ray_jobs.pmc.sources import open_source
+from ray_jobs.shards import manifest as mf
+from ray_jobs.shards.records import INDEX_SCHEMA, PanelRecord
+from ray_jobs.shards.storage import LocalStorage
+from ray_jobs.shards.writer import ShardWriter
+
+
+@pytest.fixture(scope="module")
+def settings(tmp_path_factory: pytest.TempPathFactory):
+    corpus = tmp_path_factory.mktemp("corpus")
+    write_corpus(corpus, 4, "folders", seed=3)
+    return load_settings(source={"kind": "local", "path": str(corpus)}, environ={})
+
+
+@pytest.fixture(scope="module")
+def real_article(jats_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real PLOS ONE article (PMC3460867) with real figures from the literature as its
+    images; one figure's image is left out."""
+    folder = tmp_path_factory.mktemp("real") / "PMC3460867"
+    folder.mkdir()
+    shutil.copy(jats_dir / "pone.0046493.nxml", folder / "pone.0046493.nxml")
+    figures = sorted((jats_dir.parent / "medicat_figures").glob("*.png"))
+    for name, figure in zip(("g001", "g002", "g003"), figures, strict=False):
+        shutil.copy(figure, folder / f"pone.0046493.{name}.png")
+    return folder.parent
+
+
+def test_explode_real_article_keeps_figures_and_fails_the_missing_image(
+    real_article: Path,
+) -> None:
+    settings = load_settings(source={"kind": "local", "path": str(real_article)}, environ={})
+    source = open_source(settings.source, settings.archive)
+    (ref,) = list(source.refs())
+    rows, marker = explode_article(source, ref, settings)
+    assert marker["status"] == ARTICLE and marker["record"]["figures"] == 4
+    figures = [r for r in rows if r["status"] == FIGURE]
+    failed = [r for r in rows if r["status"] == FAILED]
+    assert [r["key"] for r in figures] == [
+        f"PMC3460867-pone-0046493-g00{n}" for n in (1, 2, 3)
+    ]
+    assert len(failed) == 1
+    assert failed[0]["record"]["failure"]["error_type"] == "missing_image"
+    assert failed[0]["record"]["level"] == "figure"
+    for row in figures:
+        assert "." not in row["key"]
+        rec = row["record"]
+        assert rec["pmcid"] == "PMC3460867" and rec["doi"] == "10.1371/journal.pone.0046493"
+        assert rec["caption"] and rec["_context"]["abstract"]
+        Image.open(io.BytesIO(row["image"])).verify()
+
+
+def test_explode_turns_a_broken_article_into_one_failure_and_its_marker(tmp_path: Path) -> None:
+    folder = tmp_path / "PMC1"
+    folder.mkdir()
+    (folder / "PMC1.xml").write_text("<article><front>")  # truncated XML
+    settings = load_settings(source={"kind": "local", "path": str(tmp_path)}, environ={})
+    source = open_source(settings.source, settings.archive)
+    rows, marker = explode_article(source, next(iter(source.refs())), settings)
+    assert [r["status"] for r in rows] == [FAILED]
+    assert rows[0]["record"]["failure"]["stage"] == "parse"
+    assert marker["key"] == "PMC1"
+
+
+def test_split_is_stable_by_article() -> None:
+    keys = [f"PMC{i}" for i in range(2000)]
+    splits = [split_of(k, 0.1) for k in keys]
+    assert splits == [split_of(k, 0.1) for k in keys]
+    assert 0.07 < splits.count("val") / len(keys) < 0.13
+    assert {split_of(k, 0.0) for k in keys} == {"train"}
+
+
+def test_panel_rows_pair_generated_figures(settings) -> None:
+    source = open_source(settings.source, settings.archive)
+    figures = []
+    for ref in sorted(source.refs(), key=lambda r: r.key)[:2]:
+        rows, _ = explode_article(source, ref, settings)
+        figures += [r for r in rows if r["status"] == FIGURE]
+    corrupt = make_row(
+        "PMC0v1-F9", FIGURE, {**figures[0]["record"], "figure_key": "PMC0v1-F9"}, b"not an image"
+    )
+    out = panel_rows([*figures, corrupt], PanelDetector(settings.detector), settings)
+    assert len(out) == len(figures) + 1
+    assert out[-1][0]["status"] == FAILED and out[-1][0]["record"]["level"] == "figure"
+    panels = [row for rows in out[:-1] for row in rows]
+    assert all(p["status"] == OK for p in panels)
+    assert len(panels) > len(figures)  # compound figures became several panels
+    labelled = [p for p in panels if p["record"]["alignment"] == "label"]
+    assert labelled, "some panels must be paired with their own subcaption"
+    for p in labelled:
+        rec = p["record"]
+        assert rec["subcaption"] != rec["caption"]
+        assert rec["tokens_subcaption"] < rec["tokens_caption"]
+    for p in panels:
+        rec = p["record"]
+        img = Image.open(io.BytesIO(p["image"]))
+        assert (img.width, img.height) == (rec["width"], rec["height"])
+        assert rec["sha256"] == sha256(p["image"]) and len(rec["phash"]) == 16
+        assert p["key"] == f"{rec['figure_key']}-p{rec['panel_index']:02d}"
+        PanelRecord.from_dict({**rec, "text": rec["subcaption"]})  # the contract holds
+
+
+def test_expand_keeps_order_and_passes_other_rows_through() -> None:
+    rows = [make_row(str(i), FIGURE if i % 2 else FAILED, {"i": i}) for i in range(6)]
+    out = expand(rows, FIGURE, lambda todo: [[r, {**r, "key": r["key"] + "b"}] for r in todo])
+    assert [r["key"] for r in out] == ["0", "1", "1b", "2", "3", "3b", "4", "5", "5b"]
+    assert decode(encode(out)) == out
+
+
+def test_phash_finds_reencoded_copies_and_separates_different_images(jats_dir: Path) -> None:
+    figures = sorted((jats_dir.parent / "medicat_figures").glob("*.png"))
+    images = [Image.open(p).convert("RGB") for p in figures]
+    hashes = [int(phash(img), 16) for img in images]
+    for img, h in zip(images, hashes, strict=True):
+        buffer = io.BytesIO()
+        img.resize((img.width * 3 // 4, img.height * 3 // 4)).save(buffer, "JPEG", quality=70)
+        copy = int(phash(Image.open(buffer)), 16)
+        assert (h ^ copy).bit_count() <= 3
+    distances = [(a ^ b).bit_count() for i, a in enumerate(hashes) for b in hashes[i + 1 :]]
+    assert min(distances) > 3
+
+
+def test_banded_search_agrees_with_brute_force() -> None:
+    rng = random.Random(0)
+    base = [rng.getrandbits(64) for _ in range(300)]
+    deduper = Deduper(near_bits=3)
+    kept: list[int] = []
+    for i in range(1500):
+        h = rng.choice(base) ^ sum(1 << rng.randrange(64) for _ in range(rng.randrange(6)))
+        reason, _ = deduper.judge(f"k{i}", f"sha{i}", f"{h:016x}")
+        near = any((h ^ k).bit_count() <= 3 for k in kept)
+        assert (reason == "duplicate_near") == near
+        if reason is None:
+            kept.append(h)
+
+
+def test_dedup_exact_near_and_present() -> None:
+    deduper = Deduper(3, known=[("old", "s1", "00000000000000ff")])
+    assert deduper.judge("old", "s1", "00000000000000ff") == ("present", "old")
+    assert deduper.judge("a", "s1", "ffff000000000000") == ("duplicate_exact", "old")
+    assert deduper.judge("b", "s2", "00000000000000fe") == ("duplicate_near", "old")
+    assert deduper.judge("c", "s3", "0f0f0f0f00000000") == (None, None)
+    assert deduper.judge("d", "s4", "0f0f0f0f00000001") == ("duplicate_near", "c")
+    off = Deduper(-1)
+    assert off.judge("e", "s5", "00") == (None, None) and off.judge("f", "s6", "00") == (None, None)
+
+
+def _record(i: int, split: str = "train") -> PanelRecord:
+    return PanelRecord(
+        key=f"PMC{i}v1-F1-p00",
+        figure_key=f"PMC{i}v1-F1",
+        pmcid=f"PMC{i}",
+        pmc_version=1,
+        pmid=None,
+        doi=None,
+        journal="J",
+        year=2020,
+        license="CC BY",
+        license_url=None,
+        figure_id="F1",
+        figure_label="Figure 1",
+        caption="A caption.",
+        subcaption="A caption.",
+        panel_index=0,
+        n_panels=1,
+        panel_label=None,
+        alignment="single",
+        alignment_confidence=1.0,
+        panel_bbox=[0, 0, 8, 8],
+        panel_status="fallback",
+        detector_score=None,
+        detector_version="d",
+        text=f"caption {i}",
+        split=split,
+    )
+
+
+def _jpeg(i: int) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (16, 16), (i % 256, 0, 0)).save(buffer, "JPEG")
+    return buffer.getvalue()
+
+
+def test_shards_are_deterministic_and_readable(tmp_path: Path) -> None:
+    infos = []
+    for name in ("a", "b"):
+        writer = ShardWriter(LocalStorage(tmp_path / name), "train", 3, 0, "run")
+        infos.append(
+            [i for n in range(7) if (i := writer.add(_record(n), _jpeg(n)))] + [writer.flush()]
+        )
+    assert [i.sha256 for i in infos[0]] == [i.sha256 for i in infos[1]]
+    assert [i.samples for i in infos[0]] == [3, 3, 1]
+    assert [i.name for i in infos[0]] == [f"shards/train-{n:06d}.tar" for n in range(3)]
+    samples = list(
+        wds.WebDataset(str(tmp_path / "a" / "shards" / "train-000000.tar"), shardshuffle=False)
+    )
+    assert [s["__key__"] for s in samples] == [f"PMC{n}v1-F1-p00" for n in range(3)]
+    assert samples[1]["txt"] == b"caption 1"
+    assert json.loads(samples[1]["json"])["pmcid"] == "PMC1"
+    table = pq.read_table(tmp_path / "a" / "index" / "train-000000.parquet")
+    assert table.schema.equals(INDEX_SCHEMA)
+    assert table["member"].to_pylist()[0] == "PMC0v1-F1-p00.jpg"
+    with tarfile.open(tmp_path / "a" / "shards" / "train-000000.tar") as tar:
+        assert all(m.mtime == 0 and m.uid == 0 for m in tar.getmembers())
+
+
+def _failure_row(key: str, article: str, level: str, kind: str, retryable: bool):
+    failure = FailureRecord(key, "x", kind, "m", retryable)
+    return make_row(
+        key, FAILED, {"failure": failure.to_row(), "level": level, "article_key": article}
+    )
+
+
+def _marker(n: int):
+    record = {
+        "pmcid": f"PMC{n}",
+        "version": 1,
+        "etag": "e",
+        "source": "local",
+        "location": "/",
+        "figures": 1,
+    }
+    return make_row(f"PMC{n}.1", ARTICLE, record)
+
+
+def test_part_builder_ledger_outcomes(tmp_path: Path) -> None:
+    storage = LocalStorage(tmp_path)
+    writers = {"train": ShardWriter(storage, "train", 10, 0, "run")}
+    part = PartBuilder("run-00000")
+    ok_panel = _record(1)
+    rows = [
+        make_row(ok_panel.key, OK, {**ok_panel.to_json_dict(), "article_key": "PMC1.1"}, _jpeg(1)),
+        _marker(1),
+        _failure_row("PMC2.1", "PMC2.1", "article", "xml_syntax", False),
+        _marker(2),
+        _failure_row("PMC3.1", "PMC3.1", "article", "retracted", False),
+        _marker(3),
+        _failure_row("PMC4v1-F1-p00", "PMC4.1", "panel", "http_500", True),
+        _marker(4),
+        _failure_row("PMC5v1-F1", "PMC5.1", "figure", "missing_image", False),
+        _marker(5),
+    ]
+    for row in rows:
+        part.take(row, writers)
+    ledger = Ledger.load(storage)
+    record = part.commit(storage, ledger, writers, "run")
+    outcomes = {(e.pmcid, e.status, e.retryable) for e in Ledger.load(storage).entries.values()}
+    assert outcomes == {
+        ("PMC1", "ok", False),
+        ("PMC2", "failed", False),
+        ("PMC3", "skipped", False),
+        ("PMC4", "failed", True),
+        ("PMC5", "ok", False),
+    }
+    counts = record["counts"]
+    assert (counts["articles"], counts["kept"], counts["failures"]) == (5, 1, 4)
+    assert (counts["articles_failed"], counts["articles_skipped"]) == (1, 1)
+    assert (counts["figures_failed"], counts["panels_failed"]) == (1, 1)
+
+
+def test_orphans_of_an_uncommitted_part_are_removed(tmp_path: Path) -> None:
+    storage = LocalStorage(tmp_path)
+    committed = {
+        "shards": [
+            {
+                "name": "shards/train-000000.tar",
+                "index": "index/train-000000.parquet",
+                "stats": "stats/train-000000.json",
+                "split": "train",
+                "samples": 1,
+            }
+        ],
+        "run_id": "r",
+        "counts": {"kept": 1},
+    }
+    mf.write_json(storage, mf.part_key("p0"), committed)
+    mf.write_json(storage, mf.part_key("p1"), {**committed, "shards": []})
+    for key in (
+        "shards/train-000000.tar",
+        "index/train-000000.parquet",
+        "stats/train-000000.json",
+        "shards/train-000001.tar",
+        "index/train-000001.parquet",
+    ):
+        storage.write_bytes(key, b"x")
+    removed = mf.remove_orphans(storage, {"p0"})
+    assert sorted(removed) == [
+        "index/train-000001.parquet",
+        "parts/p1.json",
+        "shards/train-000001.tar",
+    ]
+    parts = mf.load_parts(storage, {"p0"})
+    assert mf.next_shard_index(parts, "train") == 1 and mf.next_shard_index(parts, "val") == 0
+    manifest = mf.build_manifest(parts, code_version="v")
+    assert manifest["splits"] == {"train": {"shards": 1, "samples": 1}}
+    assert manifest["counts"] == {"kept": 1}
