@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -86,36 +87,51 @@ def writer_vs_tarfile(dataset: Path, repeat: int) -> tuple[float, float, int]:
     samples = []
     for shard in sorted((dataset / "shards").glob("*.tar")):
         for s in wds.WebDataset(str(shard), shardshuffle=False):
-            import json
-
             samples.append((PanelRecord.from_dict(json.loads(s["json"])), s["jpg"]))
     samples = samples * repeat
+    members = [sample_members(r, i) for r, i in samples]
+    ours = raw = 0.0
     with tempfile.TemporaryDirectory() as tmp:
-        start = time.perf_counter()
-        writer = ShardWriter(LocalStorage(Path(tmp) / "ours"), "train", 1000, 0, "bench")
-        for record, image in samples:
-            writer.add(record, image)
-        writer.flush()
-        ours = len(samples) / (time.perf_counter() - start)
+        warm = ShardWriter(LocalStorage(Path(tmp) / "warm"), "train", 10, 0, "bench")
+        for record, image in samples[:10]:  # first Parquet write imports pandas: not the writer
+            warm.add(record, image)
+        for round_ in range(3):  # alternate, best of three: the machine is shared
+            start = time.perf_counter()
+            writer = ShardWriter(LocalStorage(Path(tmp) / f"ours{round_}"), "train", 1000, 0, "b")
+            for record, image in samples:
+                writer.add(record, image)
+            writer.flush()
+            ours = max(ours, len(samples) / (time.perf_counter() - start))
 
-        members = [sample_members(r, i) for r, i in samples]
-        start = time.perf_counter()
-        for n in range(0, len(members), 1000):
-            with tarfile.open(Path(tmp) / f"raw-{n}.tar", "w") as tar:
-                for sample in members[n : n + 1000]:
-                    for name, data in sample:
-                        info = tarfile.TarInfo(name)
-                        info.size = len(data)
-                        tar.addfile(info, io.BytesIO(data))
-        raw = len(samples) / (time.perf_counter() - start)
+            start = time.perf_counter()
+            for n in range(0, len(members), 1000):
+                with tarfile.open(Path(tmp) / f"raw{round_}-{n}.tar", "w") as tar:
+                    for sample in members[n : n + 1000]:
+                        for name, data in sample:
+                            info = tarfile.TarInfo(name)
+                            info.size = len(data)
+                            tar.addfile(info, io.BytesIO(data))
+            raw = max(raw, len(samples) / (time.perf_counter() - start))
     return ours, raw, len(samples)
+
+
+def print_writer(ours: float, raw: float, count: int) -> None:
+    print(f"\nshard writer, {count} samples (tar + Parquet index + stats, vs the tar alone)")
+    print(f"{'writer':>16} {'samples/s':>10}")
+    print(f"{'pmcvl':>16} {ours:>10.0f}")
+    print(f"{'raw tarfile':>16} {raw:>10.0f}")
+    print(f"{'ratio':>16} {ours / raw:>10.2f}   (target >= 0.8)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=10, help="the small corpus; the large is 10N")
     parser.add_argument("--latency", type=float, default=0.2, help="fake LLM latency, seconds")
+    parser.add_argument("--writer-only", type=Path, help="only the writer, on this dataset")
     args = parser.parse_args()
+    if args.writer_only:
+        print_writer(*writer_vs_tarfile(args.writer_only, repeat=8))
+        return
 
     import ray
 
@@ -160,11 +176,7 @@ def main() -> None:
             f"{rss.peak_driver / 2**20:>10.0f} {rss.peak_worker / 2**20:>10.0f}"
         )
     print("(MiB: peak resident memory of the driver, and of the largest Ray worker process)")
-    print(f"\nshard writer, {count} samples")
-    print(f"{'writer':>16} {'samples/s':>10}")
-    print(f"{'pmcvl':>16} {ours:>10.0f}")
-    print(f"{'raw tarfile':>16} {raw:>10.0f}")
-    print(f"{'ratio':>16} {ours / raw:>10.2f}   (target >= 0.8)")
+    print_writer(ours, raw, count)
     shutil.rmtree(work, ignore_errors=True)
 
 

@@ -29,7 +29,7 @@ from ray_jobs.pmc.sources import open_source
 from ray_jobs.shards import manifest as mf
 from ray_jobs.shards.records import INDEX_SCHEMA, PanelRecord
 from ray_jobs.shards.storage import LocalStorage
-from ray_jobs.shards.writer import ShardWriter
+from ray_jobs.shards.writer import ShardWriter, ustar_header
 
 
 @pytest.fixture(scope="module")
@@ -62,9 +62,7 @@ def test_explode_real_article_keeps_figures_and_fails_the_missing_image(
     assert marker["status"] == ARTICLE and marker["record"]["figures"] == 4
     figures = [r for r in rows if r["status"] == FIGURE]
     failed = [r for r in rows if r["status"] == FAILED]
-    assert [r["key"] for r in figures] == [
-        f"PMC3460867-pone-0046493-g00{n}" for n in (1, 2, 3)
-    ]
+    assert [r["key"] for r in figures] == [f"PMC3460867-pone-0046493-g00{n}" for n in (1, 2, 3)]
     assert len(failed) == 1
     assert failed[0]["record"]["failure"]["error_type"] == "missing_image"
     assert failed[0]["record"]["level"] == "figure"
@@ -320,3 +318,21 @@ def test_orphans_of_an_uncommitted_part_are_removed(tmp_path: Path) -> None:
     manifest = mf.build_manifest(parts, code_version="v")
     assert manifest["splits"] == {"train": {"shards": 1, "samples": 1}}
     assert manifest["counts"] == {"kept": 1}
+
+
+@pytest.mark.parametrize(
+    ("name", "size"),
+    [
+        ("PMC1v1-F1-p00.jpg", 0),
+        ("a" * 100, 12345),
+        ("x.json", 8**11 - 1),
+        ("é.txt", 3),
+        ("b" * 101, 5),
+    ],
+)
+def test_tar_headers_are_what_tarfile_writes(name: str, size: int) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mtime, info.mode = size, 0, 0o644
+    ustar = name.isascii() and len(name) <= 100
+    expected = info.tobuf(tarfile.USTAR_FORMAT if ustar else tarfile.PAX_FORMAT, "utf-8", "strict")
+    assert ustar_header(name, size) == expected

@@ -89,7 +89,10 @@ class PanelRecord:
     format: str = RECORD_FORMAT
 
     def to_json_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Shallow, by hand: ``dataclasses.asdict`` deep-copies and dominates shard writing."""
+        data = {name: getattr(self, name) for name in _FIELD_NAMES}
+        data["feasibility"] = [asdict(f) for f in self.feasibility]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PanelRecord:
@@ -101,6 +104,7 @@ class PanelRecord:
         return cls(**values)
 
 
+_FIELD_NAMES = tuple(f.name for f in fields(PanelRecord))
 FEATURE = pa.struct(
     [("feature", pa.string()), ("verdict", pa.string()), ("rationale", pa.string())]
 )

@@ -15,6 +15,7 @@ import json
 import tarfile
 from collections import Counter
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import pyarrow as pa
 
@@ -29,9 +30,12 @@ def image_extension(data: bytes) -> str:
     return "png" if data[:8] == b"\x89PNG\r\n\x1a\n" else "jpg"
 
 
-def sample_members(record: PanelRecord, image: bytes) -> list[tuple[str, bytes]]:
-    """``{key}.jpg``, ``{key}.json``, ``{key}.txt``: the member names WebDataset groups by key."""
-    meta = json.dumps(record.to_json_dict(), ensure_ascii=False, sort_keys=True).encode()
+def sample_members(
+    record: PanelRecord, image: bytes, data: dict[str, Any] | None = None
+) -> list[tuple[str, bytes]]:
+    """``{key}.jpg``, ``{key}.json``, ``{key}.txt``: the member names WebDataset groups by key.
+    ``data`` is the record as a dict, when the caller has it already."""
+    meta = json.dumps(data or record.to_json_dict(), ensure_ascii=False).encode()  # field order
     return [
         (f"{record.key}.{image_extension(image)}", image),
         (f"{record.key}.json", meta),
@@ -39,14 +43,54 @@ def sample_members(record: PanelRecord, image: bytes) -> list[tuple[str, bytes]]
     ]
 
 
-def add_member(tar: tarfile.TarFile, name: str, data: bytes) -> None:
-    info = tarfile.TarInfo(name)
-    info.size = len(data)
-    info.mtime = 0
-    info.mode = 0o644
-    info.uid = info.gid = 0
-    info.uname = info.gname = ""
-    tar.addfile(info, io.BytesIO(data))
+def _ustar_template() -> bytes:
+    info = tarfile.TarInfo("")
+    info.mtime, info.mode = 0, 0o644
+    return info.tobuf(tarfile.USTAR_FORMAT, "utf-8", "strict")
+
+
+_USTAR = _ustar_template()  # every member's header but its name, size and checksum
+
+
+def ustar_header(name: str, size: int) -> bytes:
+    """The ustar header ``tarfile`` would write for a member with our fixed metadata; the
+    constant fields come from ``tarfile`` itself, once. Names ustar cannot hold (over 100
+    bytes, not ASCII) get ``tarfile``'s pax header instead."""
+    raw = name.encode("ascii", "replace")
+    if len(raw) > 100 or raw != name.encode("utf-8", "replace"):
+        info = tarfile.TarInfo(name)
+        info.size, info.mtime, info.mode = size, 0, 0o644
+        return info.tobuf(tarfile.PAX_FORMAT, "utf-8", "strict")
+    header = bytearray(_USTAR)
+    header[0:100] = raw.ljust(100, b"\0")
+    header[124:136] = b"%011o\0" % size
+    header[148:156] = b" " * 8
+    header[148:156] = b"%06o\0 " % sum(header)
+    return bytes(header)
+
+
+class TarBuilder:
+    """A tar archive in memory with fixed member metadata (mtime 0, root, 0644).
+
+    Headers are built from a template (see :func:`ustar_header`): ``TarFile.addfile`` spends
+    more on copying and re-deriving each header than on the bytes of a small member.
+    """
+
+    def __init__(self) -> None:
+        self.buffer = io.BytesIO()
+
+    def add(self, name: str, data: bytes) -> None:
+        self.buffer.write(ustar_header(name, len(data)))
+        self.buffer.write(data)
+        if pad := -len(data) % tarfile.BLOCKSIZE:
+            self.buffer.write(tarfile.NUL * pad)
+
+    def close(self) -> bytes:
+        """The end-of-archive blocks, padded to a whole record as ``tarfile`` does."""
+        self.buffer.write(tarfile.NUL * (2 * tarfile.BLOCKSIZE))
+        if pad := -self.buffer.tell() % tarfile.RECORDSIZE:
+            self.buffer.write(tarfile.NUL * pad)
+        return self.buffer.getvalue()
 
 
 @dataclass
@@ -99,29 +143,25 @@ class ShardWriter:
         self.run_id = run_id
         self.part = ""
         self._records: list[PanelRecord] = []
-        self._images: list[str] = []  # each sample's image member name
-        self._buffer = io.BytesIO()
-        self._tar: tarfile.TarFile | None = None
+        self._rows: list[dict[str, Any]] = []  # index rows, without the shard name yet
+        self._tar: TarBuilder | None = None
 
     def add(self, record: PanelRecord, image: bytes) -> ShardInfo | None:
         """Add one sample; returns the shard it completed, if it completed one."""
         if self._tar is None:
-            self._buffer = io.BytesIO()
-            self._tar = tarfile.open(  # noqa: SIM115 (closed by flush, once the shard is full)
-                fileobj=self._buffer, mode="w", format=tarfile.PAX_FORMAT
-            )
-        members = sample_members(record, image)
-        for name, data in members:
-            add_member(self._tar, name, data)
+            self._tar = TarBuilder()
+        data = record.to_json_dict()
+        members = sample_members(record, image, data)
+        for name, content in members:
+            self._tar.add(name, content)
         self._records.append(record)
-        self._images.append(members[0][0])
+        self._rows.append({**data, "member": members[0][0]})
         return self.flush() if len(self._records) >= self.samples_per_shard else None
 
     def flush(self) -> ShardInfo | None:
         if self._tar is None or not self._records:
             return None
-        self._tar.close()
-        data = self._buffer.getvalue()
+        data = self._tar.close()
         stem = f"{self.split}-{self.next_index:06d}"
         info = ShardInfo(
             name=f"{SHARDS}/{stem}.tar",
@@ -135,13 +175,12 @@ class ShardWriter:
             part=self.part,
         )
         self.storage.write_bytes(info.name, data)
-        rows = [
-            {**r.to_json_dict(), "shard": info.name, "member": member}
-            for r, member in zip(self._records, self._images, strict=True)
-        ]
+        for row in self._rows:
+            row["shard"] = info.name
+        rows = self._rows
         write_parquet(self.storage, info.index, pa.Table.from_pylist(rows, schema=INDEX_SCHEMA))
         stats = {**shard_stats(self._records), "shard": info.name, "sha256": info.sha256}
         self.storage.write_bytes(info.stats, json.dumps(stats, indent=2).encode())
         self.next_index += 1
-        self._records, self._images, self._tar = [], [], None
+        self._records, self._rows, self._tar = [], [], None
         return info
