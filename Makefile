@@ -7,7 +7,8 @@ STAMP := $(VENV)/.installed
 DEMO_DIR ?= demo-output
 DEMO_N ?= 40
 
-.PHONY: install demo test lint format bench bench-detector bench-classifier bench-llm bench-build eval-subcaptions clean
+.PHONY: install demo test lint format bench bench-detector bench-classifier bench-llm bench-build eval-subcaptions clean \
+	docker-build docker-push tools
 
 $(STAMP): pyproject.toml requirements/constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -58,6 +59,26 @@ bench-llm: install
 
 eval-subcaptions: install
 	$(BIN)/python benchmarks/eval_subcaptions.py
+
+# Container images (docker/): the build commands for users; nothing in the tests runs Docker.
+# REGISTRY and TAG must match the chart's images.* values (helm/pmcvl/values.yaml).
+REGISTRY ?= pmcvl
+TAG ?= 0.1.0
+IMAGES := pipeline airflow vllm trainer fetch
+
+docker-build: $(addprefix docker-build-,$(IMAGES))
+
+docker-build-%:
+	docker build -f docker/$*.Dockerfile -t $(REGISTRY)/$*:$(TAG) .
+
+docker-push: $(addprefix docker-push-,$(IMAGES))
+
+docker-push-%:
+	docker push $(REGISTRY)/$*:$(TAG)
+
+# The real helm binary the chart tests use, into .tools/ (the tests fetch it too when missing).
+tools: install
+	$(BIN)/python tests/helm_tool.py
 
 clean:
 	rm -rf $(DEMO_DIR) .pytest_cache .ruff_cache

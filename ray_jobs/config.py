@@ -99,6 +99,8 @@ class DetectorSettings(_Section):
     min_side_px: int = Field(default=16, ge=1)
     min_area_fraction: float = Field(default=0.002, ge=0, lt=1)
     pad_px: int = Field(default=0, ge=0)  # added around each crop, clipped to the figure
+    # a kept box whose grey levels vary less than this (std, 0-255) is an empty grid cell; 0: off
+    blank_std: float = Field(default=4.0, ge=0)
     max_pixels: int = Field(default=80_000_000, ge=1)
     crop_format: Literal["jpeg", "png"] = "jpeg"
 

@@ -96,10 +96,22 @@ def test_labels_attach_inside_or_just_above() -> None:
     assert attach_labels(panels, labels) == [1, 0]
 
 
-def jpeg(w: int, h: int) -> Image.Image:
+def jpeg(w: int, h: int, blank_left: int = 0) -> Image.Image:
+    """Noise (so every region has content), with the first ``blank_left`` columns white."""
+    pixels = np.random.default_rng(0).integers(0, 255, (h, w, 3), dtype=np.uint8)
+    pixels[:, :blank_left] = 255
     out = io.BytesIO()
-    Image.new("RGB", (w, h), (200, 30, 30)).save(out, format="JPEG")
+    Image.fromarray(pixels).save(out, format="JPEG")
     return Image.open(io.BytesIO(out.getvalue())).convert("RGB")
+
+
+def test_empty_grid_cells_are_dropped_as_blank() -> None:
+    raw = [RawBox((0, 0, 58, 80), 0.9, PANEL), RawBox((60, 0, 120, 80), 0.9, PANEL)]
+    fig = build_panels("k", jpeg(120, 80, blank_left=59), raw, SETTINGS, "det", "v1")
+    assert [p.bbox for p in fig.panels] == [(60, 0, 120, 80)]
+    assert [(d.bbox, d.reason) for d in fig.dropped] == [((0, 0, 58, 80), "blank")]
+    off = SETTINGS.model_copy(update={"blank_std": 0})
+    assert len(build_panels("k", jpeg(120, 80, 59), raw, off, "det", "v1").panels) == 2
 
 
 def test_figure_without_confident_boxes_is_one_fallback_panel() -> None:

@@ -60,7 +60,7 @@ class Dropped:
     figure_key: str
     bbox: Box
     score: float
-    reason: str  # too_small | degenerate | duplicate | overlap | merged | container | nested
+    reason: str  # too_small | degenerate | duplicate | overlap | merged | container | nested | blank
 
 
 @dataclass
@@ -199,6 +199,22 @@ def select_panels(
     return kept, dropped
 
 
+def drop_blank(
+    key: str, image: Image.Image, kept: list[tuple[Box, float]], max_std: float, dropped: list
+) -> list[tuple[Box, float]]:
+    """Empty cells of a figure grid (near-uniform crops) are layout, not panels."""
+    if max_std <= 0 or not kept:
+        return kept
+    grey = np.asarray(image.convert("L"), dtype=np.float32)
+    out = []
+    for box, score in kept:
+        if float(grey[box[1] : box[3], box[0] : box[2]].std()) < max_std:
+            dropped.append(Dropped(key, box, score, "blank"))
+        else:
+            out.append((box, score))
+    return out
+
+
 def attach_labels(panels: list[Box], labels: list[tuple[Box, float]]) -> list[int | None]:
     """For each panel, the index of the label that names it (inside it, or just outside its
     top-left corner), or None."""
@@ -249,6 +265,7 @@ def build_panels(
     width, height = image.size
     result = FigurePanels(key, width, height)
     kept, result.dropped = select_panels(key, raw, width, height, settings)
+    kept = drop_blank(key, image, kept, settings.blank_std, result.dropped)
     if not kept:  # nothing confident: the figure is one panel
         kept = [((0, 0, width, height), None)]  # type: ignore[list-item]
     boxes = [b for b, _ in kept]
