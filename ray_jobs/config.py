@@ -229,7 +229,7 @@ class TrainingSettings(_Section):
     ``output_uri`` is set, are pushed to ``{output_uri}/{run}`` for the evaluation Job to pull.
     """
 
-    image: str = "ghcr.io/pmcvl/clip-trainer:0.1.0"
+    image: str = "pmcvl/trainer:0.1.0"  # docker/trainer.Dockerfile (make docker-build-trainer)
     image_pull_policy: Literal["IfNotPresent", "Always", "Never"] = "IfNotPresent"
     image_pull_secrets: list[str] = Field(default_factory=list)
     namespace: str = "pmcvl"

@@ -95,6 +95,7 @@ def benchmark_command(settings: TrainingSettings, manifest_path: str, run: str) 
         "--out", out,
         "--size", str(settings.benchmark_size),
         "--split", settings.split,
+        "--overwrite",  # a retried pod rebuilds the same benchmark from the same dataset
     ]  # fmt: skip
 
 

@@ -1,9 +1,10 @@
 """``python -m ray_jobs.training.train``: open_clip's own trainer over our shards, offline.
 
 It does only what open_clip cannot: read our manifest for the shard list and sample count,
-render and register our model config at the run's context length, pick the caption, and forbid
-hub downloads. Training itself is ``open_clip_train.main.main``, unchanged. Arguments after
-``--`` go to open_clip verbatim.
+render and register our model config at the run's context length, pick the caption, leave out
+held-out (benchmark) articles, forbid hub downloads, and push the run to S3 when asked.
+Training itself is ``open_clip_train.main.main``, unchanged. Arguments after ``--`` go to
+open_clip verbatim.
 """
 
 from __future__ import annotations
