@@ -294,3 +294,17 @@ def test_shipped_cluster_config_renders_valid_jobs() -> None:
     cmd = _pod(job)["containers"][0]["command"]
     assert "--nproc_per_node=8" in cmd and "--hf-text-path" in cmd
     k8s_job.validate(k8s_job.render_eval_job(settings, RUN))
+
+
+def test_training_pods_run_non_root_without_capabilities() -> None:
+    settings = TrainingSettings(output_uri="s3://b/runs")
+    for job in (
+        k8s_job.render_training_job(settings, "s3://b/d/manifest.json", "r1"),
+        k8s_job.render_eval_job(settings, "r1"),
+    ):
+        pod = job["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["runAsUser"] == 1000
+        for container in pod["containers"] + pod.get("initContainers", []):
+            assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+            assert container["securityContext"]["allowPrivilegeEscalation"] is False

@@ -198,7 +198,10 @@ def _container(
         "env": _env(settings, run),
         "resources": copy.deepcopy(resources or _INIT_RESOURCES),
         "volumeMounts": _mounts(settings, shm=resources is not None),
-        "securityContext": {"allowPrivilegeEscalation": False},
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+        },
     }
 
 
@@ -235,6 +238,14 @@ def _job(
     )
     pod: dict[str, Any] = {
         "restartPolicy": "Never",
+        # the trainer image's user (docker/trainer.Dockerfile); fsGroup makes volumes writable
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 1000,
+            "runAsGroup": 1000,
+            "fsGroup": 1000,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
         "containers": containers,
         "volumes": [
             {"name": "work", **volume},
