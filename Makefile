@@ -19,12 +19,11 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 
 install: $(STAMP)
 
-# The corpus is generated once (same seed, same articles); a rerun finds nothing new to build.
+# The main job as production runs it: the pmc_dataset DAG (`airflow dags test`, SQLite home under
+# DEMO_DIR) submitting the build to a local Ray head (dashboard on loopback), stopped at the end;
+# then the report. The corpus is generated once (same seed); a rerun finds nothing new to build.
 demo: install
-	test -d $(DEMO_DIR)/corpus || $(BIN)/pmcvl sample-corpus --out $(DEMO_DIR)/corpus --n $(DEMO_N) --layout folders --seed 0
-	PMCVL__SOURCE__PATH=$(abspath $(DEMO_DIR))/corpus PMCVL__OUTPUT__URI=$(abspath $(DEMO_DIR))/dataset \
-		$(BIN)/pmcvl run --config configs/demo.yaml
-	$(BIN)/pmcvl report $(DEMO_DIR)/dataset
+	DEMO_DIR=$(DEMO_DIR) DEMO_N=$(DEMO_N) bash scripts/demo_airflow.sh
 	@echo "shards:   $(DEMO_DIR)/dataset/shards/  (index: $(DEMO_DIR)/dataset/index/, manifest: $(DEMO_DIR)/dataset/manifest.json)"
 	@echo "report:   $(DEMO_DIR)/dataset/report/index.html"
 

@@ -17,6 +17,8 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("PMCVL_SHARED_DATA", REPO.parent / "shared" / "data"))
 JATS_DIR = SHARED_DATA / "jats"
 
+pytest_plugins = ["airflow_fixtures"]  # Airflow's test home, metadata DB and DAG-run fixtures
+
 
 def pytest_configure(config: pytest.Config) -> None:
     if not JATS_DIR.is_dir():
@@ -116,6 +118,7 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory):
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_DEFAULT_REGION": "us-east-1",
         "RAY_USAGE_STATS_ENABLED": "0",
+        "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",  # stop at once on SIGTERM, no draining
         # `ray start` turns token auth on; a client sends the token (~/.ray/auth_token) only
         # when told the mode, so the head, the workers and every driver here get it
         "RAY_AUTH_MODE": "token",
@@ -135,6 +138,9 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory):
             "--include-dashboard=true",
             "--dashboard-host=127.0.0.1",
             f"--dashboard-port={dashboard_port}",
+            # fixed defaults (52365, 10001) clash with any other Ray on the machine
+            f"--dashboard-agent-listen-port={_free_port()}",
+            f"--ray-client-server-port={_free_port()}",
             f"--temp-dir={temp}",
             "--disable-usage-stats",
         ],
