@@ -60,7 +60,8 @@ class Dropped:
     figure_key: str
     bbox: Box
     score: float
-    reason: str  # too_small | degenerate | duplicate | overlap | merged | container | nested | blank
+    # too_small | degenerate | duplicate | overlap | merged | container | nested | blank
+    reason: str
 
 
 @dataclass
