@@ -14,18 +14,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from operators.connections import LLM_CONN_ID, llm_endpoint
+from ray_jobs.config import deep_merge  # pydantic and yaml only: cheap at DAG parse time
 
 ENTRYPOINT = "python -m ray_jobs.jobs.build_dataset"
-
-
-def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in over.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = deep_merge(out[key], value)
-        else:
-            out[key] = value
-    return out
 
 
 def settings_env(tree: Mapping[str, Any], prefix: str = "PMCVL") -> dict[str, str]:

@@ -136,6 +136,14 @@ class StageResources(_Section):
     # actors in the stage's pool: a fixed size, or (min, max) for Ray Data to autoscale
     concurrency: int | tuple[int, int] = 1
 
+    @field_validator("concurrency")
+    @classmethod
+    def _pool(cls, value: int | tuple[int, int]) -> int | tuple[int, int]:
+        low, high = (value, value) if isinstance(value, int) else value
+        if low < 1 or high < low:
+            raise ValueError(f"a pool needs 1 <= min <= max actors, got {value}")
+        return value
+
 
 class PipelineSettings(_Section):
     """The dataset-building job: Ray resources per stage, shards, splits and dedup.
@@ -143,8 +151,8 @@ class PipelineSettings(_Section):
     The defaults fit one small machine: Ray Data holds back about half of the cluster's CPUs
     from actor pools, so the stages' minimum pools together must fit in the other half (on two
     cores, at most one CPU in all, else the pipeline waits forever for actors). Fractional
-    CPUs are logical shares: torch still runs one thread per actor. ``configs/cluster.yaml``
-    shows GPU stages and wide pools for a cluster.
+    CPUs are logical shares: torch still runs one thread per actor. The Helm chart's
+    ``values-gpu-cluster.yaml`` shows GPU stages and wide pools for a cluster.
     """
 
     ray_address: str | None = None  # None: RAY_ADDRESS when set, else a local Ray instance
@@ -342,11 +350,12 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
     return tree
 
 
-def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``over`` on top of ``base``, mappings merged key by key, anything else replaced."""
     out = dict(base)
     for key, value in over.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(out[key], value)
         else:
             out[key] = value
     return out
@@ -369,8 +378,8 @@ def load_settings(
         if not isinstance(loaded, dict):
             raise ValueError(f"{path}: the top level must be a mapping")
         data = _resolve_paths(loaded, Path(path).resolve().parent)
-    data = _merge(data, env_overrides(os.environ if environ is None else environ))
-    data = _merge(data, overrides)
+    data = deep_merge(data, env_overrides(os.environ if environ is None else environ))
+    data = deep_merge(data, overrides)
     return Settings.model_validate(data)
 
 

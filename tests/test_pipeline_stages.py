@@ -8,6 +8,7 @@ import json
 import random
 import shutil
 import tarfile
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -15,14 +16,15 @@ import pytest
 import webdataset as wds
 from PIL import Image
 
-from ray_jobs.config import load_settings
+from ray_jobs.config import LongCapSettings, load_settings
 from ray_jobs.failures import FailureRecord
 from ray_jobs.figures.panels import PanelDetector
 from ray_jobs.jobs.build_dataset import PartBuilder
 from ray_jobs.pipeline.dedup import Deduper, phash, sha256
-from ray_jobs.pipeline.explode import explode_article, split_of
+from ray_jobs.pipeline.explode import explode_article, figure_rows, split_of
 from ray_jobs.pipeline.panels_stage import panel_rows
 from ray_jobs.pipeline.rows import ARTICLE, FAILED, FIGURE, OK, decode, encode, expand, make_row
+from ray_jobs.pmc.jats import parse_package
 from ray_jobs.pmc.ledger import Ledger
 from ray_jobs.pmc.sample_corpus import write_corpus
 from ray_jobs.pmc.sources import open_source
@@ -55,10 +57,16 @@ def real_article(jats_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
 def test_explode_real_article_keeps_figures_and_fails_the_missing_image(
     real_article: Path,
 ) -> None:
-    settings = load_settings(source={"kind": "local", "path": str(real_article)}, environ={})
+    settings = load_settings(
+        source={"kind": "local", "path": str(real_article)}, longcap={"enabled": True}, environ={}
+    )
     source = open_source(settings.source, settings.archive)
     (ref,) = list(source.refs())
     rows, marker = explode_article(source, ref, settings)
+    plain, _ = explode_article(
+        source, ref, settings.model_copy(update={"longcap": LongCapSettings()})
+    )
+    assert all(r["record"].get("_context", {}) == {} for r in plain)  # no enrichment, no context
     assert marker["status"] == ARTICLE and marker["record"]["figures"] == 4
     figures = [r for r in rows if r["status"] == FIGURE]
     failed = [r for r in rows if r["status"] == FAILED]
@@ -336,3 +344,18 @@ def test_tar_headers_are_what_tarfile_writes(name: str, size: int) -> None:
     ustar = name.isascii() and len(name) <= 100
     expected = info.tobuf(tarfile.USTAR_FORMAT if ustar else tarfile.PAX_FORMAT, "utf-8", "strict")
     assert ustar_header(name, size) == expected
+
+
+def test_figure_ids_that_sanitise_alike_get_distinct_keys(settings) -> None:
+    source = open_source(settings.source, settings.archive)
+    ref = sorted(source.refs(), key=lambda r: r.key)[0]
+    package = source.fetch(ref)
+    article = parse_package(package)
+    first = article.figures[0]
+    article.figures = [
+        first,
+        replace(first, id=first.id + ".a"),
+        replace(first, id=first.id + "_a"),
+    ]
+    keys = [r["key"] for r in figure_rows(ref, article, package.media, "train")]
+    assert len(set(keys)) == 3 and all("." not in k for k in keys), keys

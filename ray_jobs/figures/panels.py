@@ -396,9 +396,14 @@ class PanelDetector:
                 failures.extend(FailureRecord.from_exception(k, STAGE, exc) for k, _ in chunk)
                 continue
             for (key, img), raw in zip(chunk, raws, strict=True):
-                figures.append(
-                    build_panels(key, img, raw, self.settings, self.name, self.version, with_crops)
-                )
+                try:
+                    figures.append(
+                        build_panels(
+                            key, img, raw, self.settings, self.name, self.version, with_crops
+                        )
+                    )
+                except Exception as exc:  # one figure's fault is that figure's failure
+                    failures.append(FailureRecord.from_exception(key, STAGE, exc))
         return figures, failures
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list]:

@@ -228,6 +228,7 @@ def connect_ray(settings: Settings) -> None:
 
     if ray.is_initialized():
         return
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # nothing leaves the cluster
     address = settings.pipeline.ray_address or os.environ.get("RAY_ADDRESS")
     ray.init(address=address, log_to_driver=True, configure_logging=False)
 
@@ -279,6 +280,19 @@ def iter_rows(ds) -> Iterator[Row]:  # type: ignore[no-untyped-def]
         yield from decode(batch)
 
 
+def _resolve_llm(settings: Settings, base_url: str) -> Settings:
+    """The server URL and key as the driver sees them (config, else environment), written into
+    the settings the workers get: a cluster's workers do not share the driver's environment."""
+    from pydantic import SecretStr
+
+    from ray_jobs.longcap.client import api_key
+
+    longcap = settings.longcap.model_copy(
+        update={"base_url": base_url, "api_key": SecretStr(api_key(settings.longcap))}
+    )
+    return settings.model_copy(update={"longcap": longcap})
+
+
 def _check_llm(plan: dict[str, Any], settings: Settings) -> None:
     """A dead LLM server, or one without our models, stops the run before any work."""
     import asyncio
@@ -327,6 +341,11 @@ def run_build(settings: Settings) -> BuildReport:
     report = BuildReport(run_id, storage.uri, settings.fingerprint(), started=now.isoformat())
     report.enrichment = enrichment_plan(settings)
 
+    if next(iter(storage.list("articles/")), None) is not None:
+        raise SystemExit(
+            f"{storage.uri} holds a `pmcvl ingest` articles table; the two jobs keep separate "
+            "ledgers, so give the dataset build its own output.uri"
+        )
     ledger = Ledger.load(storage)
     committed = ledger.committed_parts()
     report.orphans_removed = ledger.remove_orphans((FAILURES, REJECTS)) + mf.remove_orphans(
@@ -342,6 +361,7 @@ def run_build(settings: Settings) -> BuildReport:
     if pending:
         if report.enrichment["enabled"]:
             _check_llm(report.enrichment, settings)
+            settings = _resolve_llm(settings, report.enrichment["base_url"])
         else:
             log.warning("caption enrichment skipped: %s", report.enrichment["reason"])
         connect_ray(settings)

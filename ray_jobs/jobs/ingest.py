@@ -144,6 +144,11 @@ def run_ingest(settings: Settings, *, progress: bool = True) -> IngestReport:
         config_hash=settings.fingerprint(),
         started=now.isoformat(timespec="seconds"),
     )
+    if storage.exists("manifest.json"):
+        raise SystemExit(
+            f"{storage.uri} holds a dataset built by `pmcvl run`; the two jobs keep separate "
+            "ledgers, so give the ingest its own output.uri"
+        )
     ledger = Ledger.load(storage)
     report.orphans_removed = ledger.remove_orphans((ARTICLES, FAILURES))
     log.info("ledger at %s knows %d article versions", storage.uri, len(ledger))

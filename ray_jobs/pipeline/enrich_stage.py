@@ -1,8 +1,10 @@
 """Kept panel rows through LongCAP enrichment: a long caption, or a failure row.
 
 A panel whose enrichment failed is not written without its long caption (that would mix
-caption kinds silently): it becomes a retryable failure, its article is marked for another
-try, and the next run enriches it from the cache-warm state.
+caption kinds silently); it becomes a failure row. A server fault (5xx, 429, timeout, an open
+breaker) is retryable: the article is marked for another try and the next run enriches only
+the panels still missing, from a warm cache. An answer the schema rejects at temperature 0
+would come back the same, so it stays a permanent failure row.
 """
 
 from __future__ import annotations

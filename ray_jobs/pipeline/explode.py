@@ -43,16 +43,23 @@ def article_fields(ref: ArticleRef, article: Article) -> dict[str, Any]:
 
 
 def figure_rows(
-    ref: ArticleRef, article: Article, media: dict[str, bytes], split: str
+    ref: ArticleRef,
+    article: Article,
+    media: dict[str, bytes],
+    split: str,
+    with_context: bool = True,
 ) -> list[Row]:
+    """``with_context`` carries the abstract and acronyms along, for enrichment only."""
     base = article_fields(ref, article)
-    context = {"abstract": article.abstract, "acronyms": article.acronyms}
+    context = {"abstract": article.abstract, "acronyms": article.acronyms} if with_context else {}
     rows: list[Row] = []
-    seen: dict[str, int] = {}
+    used: set[str] = set()
     for figure in article.figures:
-        ordinal = seen.get(figure.id, 0)
-        seen[figure.id] = ordinal + 1
-        key = figure_key(base["pmcid"], base["pmc_version"], figure.id, ordinal)
+        # ids that sanitise alike ("F1.a", "F1_a") must still get distinct keys
+        ordinal = 0
+        while (key := figure_key(base["pmcid"], base["pmc_version"], figure.id, ordinal)) in used:
+            ordinal += 1
+        used.add(key)
         image = media.get(figure.image) if figure.image else None
         if image is None:
             why = (
@@ -98,7 +105,8 @@ def explode_article(
         failure = FailureRecord.from_exception(ref.key, stage, exc)
         return [failure_row(failure, "article", ref.key)], make_row(ref.key, ARTICLE, marker)
     pmcid = article.pmcid or ref.pmcid
-    rows = figure_rows(ref, article, package.media, split_of(pmcid, settings.pipeline.val_fraction))
+    split = split_of(pmcid, settings.pipeline.val_fraction)
+    rows = figure_rows(ref, article, package.media, split, settings.longcap.enabled)
     marker["figures"] = len(article.figures)
     return rows, make_row(ref.key, ARTICLE, marker)
 

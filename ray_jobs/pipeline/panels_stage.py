@@ -39,10 +39,10 @@ def figure_panel_rows(figure: Row, found: FigurePanels, settings: Settings) -> l
     dropped: dict[str, int] = {}
     for d in found.dropped:
         dropped[d.reason] = dropped.get(d.reason, 0) + 1
-    shared = {k: v for k, v in rec.items() if k not in ("bold_labels", "image")}
+    shared = {k: v for k, v in rec.items() if k != "bold_labels"}
     rows = []
     for panel, pair in zip(found.panels, paired, strict=True):
-        crop = panel.crop or b""
+        crop = panel.crop
         key = panel_key(rec["figure_key"], panel.panel_index)
         with Image.open(io.BytesIO(crop)) as img:
             ph = phash(img)

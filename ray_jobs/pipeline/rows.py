@@ -11,8 +11,9 @@ Statuses:
 - ``ok``: a panel still in the dataset (image = the crop);
 - ``dropped``: a panel left out on purpose (relevance, duplicate), with its reason;
 - ``failed``: a failure row (``record["failure"]``) at article, figure or panel level;
-- ``article``: the end marker of one article, with its ledger outcome. Rows arrive at the
-  writer in input order, so once the marker is seen the article's rows are all in.
+- ``article``: the end marker of one article (its ref and figure count). Rows arrive at the
+  writer in input order, so once the marker is seen the article's rows are all in and the
+  driver can decide its ledger outcome.
 """
 
 from __future__ import annotations

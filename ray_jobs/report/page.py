@@ -89,7 +89,7 @@ def _funnel(s: ReportStats, images: Collection[str]) -> str:
     losses = _table(["lost before the funnel", "count"], s.losses.items())
     drops = drop_counts(s)
     drop_rows = [
-        (reason, n, s.rejects.get(reason.removeprefix("detector: "), 0))
+        (reason, n, s.rejects.get(reason, 0))  # detector drops have no rejects rows
         for reason, n in drops.items()
     ]
     return (
