@@ -325,13 +325,7 @@ def pending_refs(settings: Settings, ledger: Ledger | None = None) -> tuple[list
     if ledger is None:
         ledger = Ledger.load(open_storage(settings.output.uri, settings.output.s3))
     source = open_source(settings.source, settings.archive)
-    listed, pending = 0, []
-    for ref in source.refs():
-        listed += 1
-        if ledger.needs(ref, retry_failed=settings.ingest.retry_failed):
-            pending.append(ref)
-    pending.sort(key=lambda r: (r.pmcid, r.version or 0))
-    return pending, listed
+    return ledger.pending(source.refs(), retry_failed=settings.ingest.retry_failed)
 
 
 def run_build(settings: Settings) -> BuildReport:

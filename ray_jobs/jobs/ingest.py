@@ -154,11 +154,9 @@ def run_ingest(settings: Settings, *, progress: bool = True) -> IngestReport:
     log.info("ledger at %s knows %d article versions", storage.uri, len(ledger))
 
     log.info("listing %s source", source.name)
-    pending: list[ArticleRef] = []
-    for ref in source.refs():
-        report.listed += 1
-        if ledger.needs(ref, retry_failed=settings.ingest.retry_failed):
-            pending.append(ref)
+    pending, report.listed = ledger.pending(
+        source.refs(), retry_failed=settings.ingest.retry_failed
+    )
     report.unchanged = report.listed - len(pending)
     if not pending:
         log.info(

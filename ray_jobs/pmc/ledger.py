@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import logging
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Literal
 
@@ -102,6 +103,18 @@ class Ledger:
         if entry.status == "failed":
             return entry.retryable or retry_failed
         return False
+
+    def pending(
+        self, refs: Iterable[ArticleRef], *, retry_failed: bool = False
+    ) -> tuple[list[ArticleRef], int]:
+        """The listed refs a run must process, in a stable order, and how many were listed."""
+        listed, todo = 0, []
+        for ref in refs:
+            listed += 1
+            if self.needs(ref, retry_failed=retry_failed):
+                todo.append(ref)
+        todo.sort(key=lambda r: (r.pmcid, r.version or 0))
+        return todo, listed
 
     def committed_parts(self) -> set[str]:
         return {e.part for e in self.history}
