@@ -49,10 +49,11 @@ bench-detector: install
 bench-classifier: install
 	$(BIN)/python benchmarks/bench_classifier.py
 
-# Requests/s against a fake vLLM server with a fixed latency, versus the bound C/L.
+# End to end at N and 10N articles (with and without the LLM stage), memory, shard writer.
 bench-build: install
 	$(BIN)/python benchmarks/bench_build.py
 
+# Requests/s against a fake vLLM server with a fixed latency, versus the bound C/L.
 bench-llm: install
 	$(BIN)/python benchmarks/bench_llm.py
 

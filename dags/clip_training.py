@@ -69,7 +69,7 @@ def _job_operator(task_id: str, job: Any, container: str, deadline_s: int, **kwa
         deferrable=True,
         job_poll_interval=60,
         get_logs=True,
-        startup_timeout_seconds=1800,  # GPU node scale-up and a large image pull
+        startup_timeout_seconds=1800,  # GPU scale-up and image pull, when not deferred
         on_finish_action="delete_succeeded_pod",  # a failed pod stays to be looked at
         execution_timeout=timedelta(seconds=deadline_s + 3600),
         **kwargs,

@@ -20,7 +20,8 @@ RUN pip install --no-cache-dir -c /tmp/pmcvl/constraints.txt -r /tmp/pmcvl/train
 # Only the package: training imports nothing else of pmcvl's dependency list.
 COPY --from=wheel /wheels /tmp/wheels
 RUN pip install --no-cache-dir --no-deps /tmp/wheels/*.whl && rm -rf /tmp/wheels \
-    && python -c "import ray_jobs.training.train, open_clip_train.main"
+    && python -c "import ray_jobs.training.train, ray_jobs.benchmark.evaluate, open_clip_train.main" \
+    && pmcvl build-benchmark --help >/dev/null && pmcvl eval-retrieval --help >/dev/null
 COPY docker/fetch_s3.py /opt/pmcvl/bin/fetch_s3.py
 
 # open_clip must never reach a hub: pretrained weights and HF text towers come from local paths.

@@ -32,7 +32,6 @@ from airflow.sdk.exceptions import AirflowException
 
 from operators.connections import RAY_CONN_ID, ray_endpoint
 
-TERMINAL = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
 MAX_ATTEMPTS = 50
 SUBMIT_WAIT_S = 120.0  # how long a submission waits for a cluster's job agent to register
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
@@ -241,7 +240,7 @@ class RayJobOperator(BaseOperator):
 
     def wait(self, client, job_id: str) -> Any:  # type: ignore[no-untyped-def]
         """Poll in the worker (``deferrable=False``), streaming the log like the trigger."""
-        from operators.ray_rest import new_lines
+        from operators.ray_rest import TERMINAL, new_lines
 
         shown = 0
         while True:

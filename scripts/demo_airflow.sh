@@ -27,7 +27,9 @@ ray start --head --block --node-ip-address=127.0.0.1 --port="$(free_port)" --num
     --dashboard-agent-listen-port="$(free_port)" --ray-client-server-port="$(free_port)" \
     --temp-dir="$RAY_TMP" --disable-usage-stats >"$DEMO/ray.log" 2>&1 &
 RAY_PID=$!
+RUN_PID=
 stop_ray() {
+    [ -z "$RUN_PID" ] || kill -TERM "$RUN_PID" 2>/dev/null || true  # an interrupted run goes too
     kill -TERM "$RAY_PID" 2>/dev/null && wait "$RAY_PID" 2>/dev/null || true
     rm -rf "$RAY_TMP"
 }
@@ -57,6 +59,7 @@ tail -n +1 -f --pid="$RUN_PID" "$DEMO/airflow-run.log" \
     | sed -u -E 's/^[0-9]{4}-[0-9-]+T[0-9:.]+Z +(\[[a-z ]+\] +)?//; s/ +\[[A-Za-z._]+\] loc=.*$//' \
     | cut -c1-160 || true
 wait "$RUN_PID" || { echo "the DAG run failed: see $DEMO/airflow-run.log" >&2; exit 1; }
+RUN_PID=
 stop_ray
 trap - EXIT
 

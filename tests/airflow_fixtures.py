@@ -30,6 +30,11 @@ def configure_airflow_env() -> Path:
         raise RuntimeError("airflow was imported before the test environment was configured")
     home = Path(tempfile.mkdtemp(prefix="pmcvl-airflow-"))
     atexit.register(shutil.rmtree, home, ignore_errors=True)
+    # what a developer's shell may carry from the README's local setup must not steer the tests
+    for name in [n for n in os.environ if n.startswith(("AIRFLOW_CONN_PMCVL", "AIRFLOW__"))]:
+        del os.environ[name]
+    for name in ("PMCVL_CONFIG", "PMCVL_DATASET_SCHEDULE", "RAY_ADDRESS", "PMCVL_LLM_BASE_URL"):
+        os.environ.pop(name, None)
     os.environ.update(
         {
             "AIRFLOW_HOME": str(home),

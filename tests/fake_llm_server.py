@@ -53,7 +53,8 @@ import fastjsonschema
 import jsonschema
 import pytest
 from aiohttp import web
-from PIL import Image
+
+from ray_jobs.figures.images import pillow_open  # Pillow's own: ultralytics' patch pip-installs
 
 FAULTS = frozenset(
     {
@@ -262,7 +263,7 @@ def _check_image(url: object) -> None:
         raise BadRequest("image_url.url must be a data:image/...;base64, URL")
     try:
         raw = base64.b64decode(m.group(2), validate=True)
-        with Image.open(io.BytesIO(raw)) as image:
+        with pillow_open()(io.BytesIO(raw)) as image:
             image.verify()
     except (binascii.Error, ValueError, OSError) as exc:
         raise BadRequest(f"the image does not decode: {exc}") from None

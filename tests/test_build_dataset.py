@@ -58,7 +58,7 @@ def source(moto_endpoint, tmp_path_factory):
     client.create_bucket(Bucket="pmc-src")
     client.put_bucket_policy(Bucket="pmc-src", Policy=json.dumps(PUBLIC_READ))
     upload_tree(client, "pmc-src", corpus)
-    client.create_bucket(Bucket="pmcvl-out")
+    client.create_bucket(Bucket="pmcvl-build")
     return {"kind": "s3", "bucket": "pmc-src", "s3": {"endpoint_url": moto_endpoint}}
 
 
@@ -108,7 +108,7 @@ def local_run(source, moto_endpoint, ray_address, tmp_path_factory):
 
 
 def test_build_to_s3_contract_and_rerun(source, moto_endpoint, ray_address, s3_admin, local_run):
-    uri = "s3://pmcvl-out/datasets/a"
+    uri = "s3://pmcvl-build/datasets/a"
     settings = load_settings(environ={}, **config(source, uri, moto_endpoint))
     report = run_build(settings)
     storage = open_storage(uri, settings.output.s3)
@@ -131,7 +131,7 @@ def test_build_to_s3_contract_and_rerun(source, moto_endpoint, ray_address, s3_a
     assert all(r["text"] == r["subcaption"] for r in rows.values())
     assert ("PMC9000007.1", "fetch", "retracted") in failures(storage)
     # nothing escaped the output prefix
-    keys = [o["Key"] for o in s3_admin.list_objects_v2(Bucket="pmcvl-out")["Contents"]]
+    keys = [o["Key"] for o in s3_admin.list_objects_v2(Bucket="pmcvl-build")["Contents"]]
     assert all(k.startswith("datasets/a/") for k in keys)
 
     # the same input to a local folder gives byte-identical shards
@@ -142,9 +142,13 @@ def test_build_to_s3_contract_and_rerun(source, moto_endpoint, ray_address, s3_a
     ]
 
     # a rerun over the same input writes nothing
-    before = {o["Key"]: o["ETag"] for o in s3_admin.list_objects_v2(Bucket="pmcvl-out")["Contents"]}
+    before = {
+        o["Key"]: o["ETag"] for o in s3_admin.list_objects_v2(Bucket="pmcvl-build")["Contents"]
+    }
     again = run_build(settings)
-    after = {o["Key"]: o["ETag"] for o in s3_admin.list_objects_v2(Bucket="pmcvl-out")["Contents"]}
+    after = {
+        o["Key"]: o["ETag"] for o in s3_admin.list_objects_v2(Bucket="pmcvl-build")["Contents"]
+    }
     assert again.pending == 0 and again.new_shards == []
     assert after == before
 

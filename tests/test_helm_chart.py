@@ -428,6 +428,7 @@ def test_airflow_overlay_matches_the_chart(helm, gpu_objects: list[dict[str, Any
     rules = one(gpu_objects, "Role", "-training-jobs")["rules"]
     assert any("jobs" in r["resources"] and "create" in r["verbs"] for r in rules)
     assert any("pods/log" in r["resources"] for r in rules)
+    assert any("pods/exec" in r["resources"] for r in rules)  # the eval Job's XCom sidecar
     assert overlay["images"]["airflow"]["tag"] != "latest"
 
 

@@ -31,6 +31,7 @@ from ray_jobs.benchmark.zeroshot import (
 )
 from ray_jobs.config import OutputS3Settings
 from ray_jobs.training.model_config import (
+    OFFLINE_ENV,
     prepare_model,
     register_model_configs,
     rendered_name,
@@ -38,7 +39,6 @@ from ray_jobs.training.model_config import (
 )
 
 FORMAT = "pmcvl-retrieval-eval/1"
-OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
 
 def result_path(checkpoint: Path) -> Path:

@@ -44,7 +44,7 @@ def to_rgb(img: Image.Image) -> Image.Image:
     return img.convert("RGB")  # L, 1, CMYK, YCbCr, LAB, HSV, RGB
 
 
-def _pillow_open():  # type: ignore[no-untyped-def]
+def pillow_open():  # type: ignore[no-untyped-def]
     """Pillow's own ``Image.open``. Importing ultralytics replaces it process-wide with a
     wrapper that, on any unidentifiable file, tries to pip-install pi-heif: a network call at
     run time, and an ImportError instead of a clear verdict when offline."""
@@ -61,7 +61,7 @@ def decode_image(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Ima
     if not data:
         raise StageError(STAGE, "empty_image", "zero-byte image")
     try:
-        img = _pillow_open()(io.BytesIO(data))  # reads the header only
+        img = pillow_open()(io.BytesIO(data))  # reads the header only
         width, height = img.size
         if width * height > max_pixels:  # refused before a single pixel is decoded
             raise StageError(

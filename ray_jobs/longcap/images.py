@@ -13,6 +13,7 @@ import io
 from PIL import Image, UnidentifiedImageError
 
 from ray_jobs.failures import StageError
+from ray_jobs.figures.images import pillow_open  # not ultralytics' patch (it pip-installs)
 
 _SENT_AS_IS = {"JPEG": "image/jpeg", "PNG": "image/png"}
 
@@ -20,7 +21,7 @@ _SENT_AS_IS = {"JPEG": "image/jpeg", "PNG": "image/png"}
 def image_data_url(data: bytes, max_side: int) -> str:
     """Raises StageError (``bad_image``, not retryable) for bytes Pillow cannot read."""
     try:
-        with Image.open(io.BytesIO(data)) as image:
+        with pillow_open()(io.BytesIO(data)) as image:
             mime = _SENT_AS_IS.get(image.format or "")
             if mime and max(image.size) <= max_side:
                 payload = data

@@ -9,13 +9,12 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from PIL import Image
-
 from ray_jobs.captions.pairing import MentionRef, PanelBox, pair_panels
 from ray_jobs.captions.split import split_caption
 from ray_jobs.captions.tokens import clip_tokens
 from ray_jobs.config import Settings
 from ray_jobs.failures import FailureRecord
+from ray_jobs.figures.images import pillow_open
 from ray_jobs.figures.panels import STAGE, FigurePanels, PanelDetector
 from ray_jobs.pipeline.dedup import phash, sha256
 from ray_jobs.pipeline.rows import OK, Row, failure_row, make_row
@@ -44,7 +43,7 @@ def figure_panel_rows(figure: Row, found: FigurePanels, settings: Settings) -> l
     for panel, pair in zip(found.panels, paired, strict=True):
         crop = panel.crop
         key = panel_key(rec["figure_key"], panel.panel_index)
-        with Image.open(io.BytesIO(crop)) as img:
+        with pillow_open()(io.BytesIO(crop)) as img:
             ph = phash(img)
         record: dict[str, Any] = {
             **shared,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 DEFAULT = "txt"  # the member the shard writer fills; no swap needed
-_IMAGE_EXTS = ("png", "jpg", "jpeg", "webp")
+IMAGE_EXTS = ("png", "jpg", "jpeg", "webp")
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class JsonCaptionFilter:
     fields: tuple[str, ...]
 
     def __call__(self, sample: dict[str, Any]) -> bool:
-        if not any(ext in sample for ext in _IMAGE_EXTS):
+        if not any(ext in sample for ext in IMAGE_EXTS):
             return False
         text = caption_from_json(sample.get("json"), self.fields)
         if text is None:

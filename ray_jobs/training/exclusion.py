@@ -18,7 +18,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-_IMAGE_EXTS = ("png", "jpg", "jpeg", "webp")
+from ray_jobs.training.caption_key import IMAGE_EXTS
 
 
 def article_id(pmcid: object) -> str | None:
@@ -52,7 +52,7 @@ class HasCaptionAndImage:
     """open_clip's ``filter_no_caption_or_no_image``, as a class so workers can unpickle it."""
 
     def __call__(self, sample: dict[str, Any]) -> bool:
-        return "txt" in sample and any(ext in sample for ext in _IMAGE_EXTS)
+        return "txt" in sample and any(ext in sample for ext in IMAGE_EXTS)
 
 
 @dataclass(frozen=True)

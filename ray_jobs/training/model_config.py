@@ -15,6 +15,9 @@ from typing import Any
 
 TEMPLATES_DIR = Path(__file__).with_name("model_configs")
 
+# open_clip (and transformers under it) must never reach a hub: set before they are imported
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+
 
 def template_names() -> list[str]:
     """Names of the packaged templates (file stems)."""

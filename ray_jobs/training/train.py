@@ -21,10 +21,8 @@ from ray_jobs.training.caption_key import DEFAULT as DEFAULT_CAPTION_KEY
 from ray_jobs.training.caption_key import install_caption_key
 from ray_jobs.training.exclusion import count_kept, install_exclusion, read_excluded
 from ray_jobs.training.manifest import select_shards
-from ray_jobs.training.model_config import prepare_model, template_names
+from ray_jobs.training.model_config import OFFLINE_ENV, prepare_model, template_names
 from ray_jobs.training.sync import copy_tree
-
-OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
 
 def parser() -> argparse.ArgumentParser:
@@ -126,7 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from open_clip_train.main import main as open_clip_main
 
     rc = open_clip_main(train_argv)
-    if opts.upload_to and os.environ.get("RANK", "0") == "0":  # once, under torchrun too
+    # once (rank 0 under torchrun), and only a run that finished: a partial run is not a result
+    if rc in (None, 0) and opts.upload_to and os.environ.get("RANK", "0") == "0":
         copy_tree(str(run_dir), opts.upload_to)
     return 0 if rc is None else int(rc != 0)
 
