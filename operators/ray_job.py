@@ -226,15 +226,17 @@ class RayJobOperator(BaseOperator):
         if self.deferrable:
             from operators.ray_trigger import RayJobTrigger
 
+            timeout = self.execution_timeout
             self.defer(
                 trigger=RayJobTrigger(
                     submission_id=job_id,
                     ray_conn_id=self.ray_conn_id,
                     poll_interval=self.poll_interval,
                     stream_logs=self.stream_logs,
+                    # the trigger stops the job at the deadline (see RayJobTrigger)
+                    deadline=time.time() + timeout.total_seconds() if timeout else None,
                 ),
                 method_name="execute_complete",
-                timeout=self.execution_timeout,
             )
         return self.wait(client, job_id)
 
@@ -243,17 +245,22 @@ class RayJobOperator(BaseOperator):
         from operators.ray_rest import TERMINAL, new_lines
 
         shown = 0
-        while True:
-            info = client.get_job_info(job_id)
-            status = _status(info)
-            if self.stream_logs:
-                logs = client.get_job_logs(job_id)
-                lines, shown = new_lines(logs, shown, final=status in TERMINAL)
-                for line in lines:
-                    self.log.info("[ray] %s", line)
-            if status in TERMINAL:
-                return self.finish(job_id, status, info.message, client)
-            time.sleep(self.poll_interval)
+        try:
+            while True:
+                info = client.get_job_info(job_id)
+                status = _status(info)
+                if self.stream_logs:
+                    logs = client.get_job_logs(job_id)
+                    lines, shown = new_lines(logs, shown, final=status in TERMINAL)
+                    for line in lines:
+                        self.log.info("[ray] %s", line)
+                if status in TERMINAL:
+                    break
+                time.sleep(self.poll_interval)
+        except BaseException:  # a timeout in the worker must not leave the job running unowned
+            self.on_kill()
+            raise
+        return self.finish(job_id, status, info.message, client)
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
         self._job_id = event["submission_id"]

@@ -4,11 +4,16 @@ It polls the job's status, prints the new lines of the job's log into the task's
 come, and fires one event when the job ends (or when the dashboard stays unreachable). Killing
 the deferred task (mark failed / success, clear) stops the Ray job through ``on_kill``; a
 triggerer restart does not, it only re-creates the trigger, which starts polling again.
+
+The task's ``execution_timeout`` is enforced here, as a ``deadline``: Airflow's own deferral
+timeout would fail the task without calling ``on_kill``, leaving the job running unowned, and
+the next try would re-attach to it with a fresh timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -25,8 +30,10 @@ class RayJobTrigger(BaseTrigger):
         poll_interval: float = 10.0,
         stream_logs: bool = True,
         max_errors: int = 30,
+        deadline: float | None = None,
     ):
         super().__init__()
+        self.deadline = deadline  # epoch seconds: past it, the job is stopped
         self.submission_id = submission_id
         self.ray_conn_id = ray_conn_id
         self.poll_interval = poll_interval
@@ -42,6 +49,7 @@ class RayJobTrigger(BaseTrigger):
                 "poll_interval": self.poll_interval,
                 "stream_logs": self.stream_logs,
                 "max_errors": self.max_errors,
+                "deadline": self.deadline,
             },
         )
 
@@ -92,6 +100,12 @@ class RayJobTrigger(BaseTrigger):
                     return
                 if status in TERMINAL:
                     yield self._event(status, info, f"Ray job {status}")
+                    return
+                if self.deadline is not None and time.time() >= self.deadline:
+                    stopped = await api.stop(self.submission_id)
+                    message = f"execution_timeout reached; stop requested: {stopped}"
+                    self.log.warning("Ray job %s: %s", self.submission_id, message)
+                    yield self._event("TIMED_OUT", None, message)
                     return
                 await asyncio.sleep(self.poll_interval)
 

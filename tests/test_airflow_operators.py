@@ -10,6 +10,7 @@ import socket
 import threading
 import time
 import uuid
+from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
@@ -222,6 +223,27 @@ def test_killing_the_task_stops_the_ray_job(ray_conn):
     trigger._log = Recorder()
     asyncio.run(trigger.on_kill())
     assert run_trigger(trigger)["status"] == "STOPPED"
+
+
+def test_a_deferred_job_past_its_execution_timeout_is_stopped(ray_conn):
+    run_id = f"late-{uuid.uuid4().hex[:8]}"
+    op = RayJobOperator(
+        task_id="build",
+        entrypoint="sleep 120",
+        poll_interval=0.5,
+        execution_timeout=timedelta(seconds=3),
+    )
+    trigger = deferred(op, context(run_id))
+    assert trigger.deadline is not None and trigger.serialize()[1]["deadline"] == trigger.deadline
+    trigger._log = Recorder()
+    event = run_trigger(trigger)
+    assert event["status"] == "TIMED_OUT" and "execution_timeout" in event["message"]
+    deadline = time.monotonic() + 60
+    while str(jobs_of(run_id)[0].status.value) != "STOPPED":
+        assert time.monotonic() < deadline, "the Ray job was left running"
+        time.sleep(0.5)
+    with pytest.raises(AirflowException, match="TIMED_OUT"):
+        op.execute_complete(context(run_id), event)
 
 
 # -- the LLM server ------------------------------------------------------------------------
