@@ -92,6 +92,11 @@ def make_output(root: Path, *, enrichment: dict | None = None, long: dict | None
          "message": "<script>alert(1)</script> bad xml", "retryable": False, "time": "t"},
     ]  # fmt: skip
     _write(root / "failures/part-000000.parquet", failures, FAILURE_SCHEMA)
+    (root / "parts").mkdir()
+    (root / "parts/part-000000.json").write_text("{}")  # the part's commit record
+    # a killed run's uncommitted part: no record, so not counted
+    _write(root / "rejects/part-killed.parquet", rejects, REJECT_SCHEMA)
+    _write(root / "failures/part-killed.parquet", failures, FAILURE_SCHEMA)
     n_long = len(long or {})
     shards = [
         {"name": f"shards/{s}-000000.tar", "index": f"index/{s}-000000.parquet",

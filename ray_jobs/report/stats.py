@@ -2,9 +2,10 @@
 
 Kept apart from plotting so the statistics can be tested, and read by code, without drawing
 anything. Only committed data counts: index parts come from the manifest's shard list (a part
-it does not name may be a leftover of a killed run); rejects and failures are read whole, since
-the writer removes orphans before it writes a new manifest. Columns are read with pyarrow and
-counted with pyarrow compute, so a run of millions of panels never becomes Python objects.
+it does not name may be a leftover of a killed run); rejects and failures are read for the
+committed parts only (those with a ``parts/<part>.json`` record), for the same reason.
+Columns are read with pyarrow and counted with pyarrow compute, so a run of millions of panels
+never becomes Python objects.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pyarrow.parquet as pq
 
 from ray_jobs.captions.tokens import WINDOWS, long_tokens, token_waste
 from ray_jobs.failures import FAILURE_SCHEMA
+from ray_jobs.shards.manifest import PARTS
 from ray_jobs.shards.records import INDEX_SCHEMA, REJECT_SCHEMA
 from ray_jobs.shards.storage import Storage
 
@@ -150,7 +152,17 @@ def _read_parts(
 
 
 def _parts(storage: Storage, folder: str) -> list[str]:
-    return sorted(k for k in storage.list(folder) if k.endswith(".parquet"))
+    """The folder's Parquet parts that a committed part record names."""
+    committed = {
+        k.rsplit("/", 1)[-1].removesuffix(".json")
+        for k in storage.list(PARTS)
+        if k.endswith(".json")
+    }
+    return sorted(
+        k
+        for k in storage.list(folder)
+        if k.endswith(".parquet") and k.rsplit("/", 1)[-1].removesuffix(".parquet") in committed
+    )
 
 
 def _counts(column: pa.ChunkedArray | pa.Array, missing: str | None = "unknown") -> dict:
