@@ -29,10 +29,11 @@ def split_of(pmcid: str, val_fraction: float) -> str:
 
 
 def article_fields(ref: ArticleRef, article: Article) -> dict[str, Any]:
+    pmcid, version = article.identity(ref)
     return {
         "article_key": ref.key,
-        "pmcid": article.pmcid or ref.pmcid,
-        "pmc_version": article.version if article.version is not None else ref.version,
+        "pmcid": pmcid,
+        "pmc_version": version,
         "pmid": article.pmid,
         "doi": article.doi,
         "journal": article.journal,
@@ -104,7 +105,7 @@ def explode_article(
     except Exception as exc:  # one article's failure is that article's failure row
         failure = FailureRecord.from_exception(ref.key, stage, exc)
         return [failure_row(failure, "article", ref.key)], make_row(ref.key, ARTICLE, marker)
-    pmcid = article.pmcid or ref.pmcid
+    pmcid, _ = article.identity(ref)
     split = split_of(pmcid, settings.pipeline.val_fraction)
     rows = figure_rows(ref, article, package.media, split, settings.longcap.enabled)
     marker["figures"] = len(article.figures)

@@ -62,13 +62,14 @@ ARTICLE_SCHEMA = pa.schema(
 
 def article_row(ref: ArticleRef, article: Article, code_version: str) -> dict[str, object]:
     data = article.to_dict()
+    pmcid, version = article.identity(ref)
     return {
         "source_key": ref.key,
         "source": ref.source,
         "location": ref.location,
         "etag": ref.etag,
-        "pmcid": article.pmcid or ref.pmcid,
-        "version": article.version if article.version is not None else ref.version,
+        "pmcid": pmcid,
+        "version": version,
         "pmid": article.pmid,
         "doi": article.doi,
         "title": article.title,

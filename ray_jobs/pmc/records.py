@@ -87,3 +87,8 @@ class Article:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def identity(self, ref: ArticleRef) -> tuple[str, int | None]:
+        """(pmcid, version): the article's own ids, else the listing's. Keys are built from
+        these, so every table must take them the same way."""
+        return self.pmcid or ref.pmcid, self.version if self.version is not None else ref.version
