@@ -104,17 +104,31 @@ def test_imageclef_format(tmp_path: Path, detector: PanelDetector) -> None:
 
 
 def test_a_bad_image_fails_alone(detector: PanelDetector, medicat: list[Path]) -> None:
-    batch = {
-        "key": ["good", "broken", "empty"],
-        "image": [medicat[0].read_bytes(), b"\x89PNG\r\n\x1a\nbroken", b""],
+    """The path the pipeline uses (``detect``): a broken and an empty image become failures
+    with their reason, and the good figures beside them keep their exact panels."""
+    named = {p.name.split("_", 1)[1]: p for p in medicat if p.name.startswith("57c9")}
+    two, one = named["2-Figure1-1.png"], named["2-Figure3-1.png"]
+    figures, failures = detector.detect(
+        [
+            ("two", two.read_bytes()),
+            ("broken", b"\x89PNG\r\n\x1a\nbroken"),
+            ("empty", b""),
+            ("one", one.read_bytes()),
+        ]
+    )
+    assert {f.source_key: (f.stage, f.error_type) for f in failures} == {
+        "broken": ("image", "not_an_image"),
+        "empty": ("image", "empty_image"),
     }
-    rows = detector(batch)
-    statuses = dict(zip(rows["key"], rows["status"], strict=True))
-    assert statuses["broken"] == "failed" and statuses["empty"] == "failed"
-    assert statuses["good"] in ("ok", "fallback")
-    errors = dict(zip(rows["key"], rows["error"], strict=True))
-    assert errors["empty"].startswith("image/empty_image")
-    assert all(len(column) == len(rows["key"]) for column in rows.values())
+    by_key = {f.figure_key: f for f in figures}
+    assert list(by_key) == ["two", "one"]
+    # an X-ray beside an endoscopy image: two detected panels, left then right
+    left, right = by_key["two"].panels
+    assert (left.status, right.status) == ("ok", "ok")
+    assert left.bbox[2] <= right.bbox[0] + 10
+    # one endoscopy photograph over a caption line: one detected panel, not a fallback
+    (only,) = by_key["one"].panels
+    assert only.status == "ok" and only.score is not None
 
 
 def test_cli_detect_with_overlay(medicat: list[Path], tmp_path: Path) -> None:
