@@ -92,19 +92,18 @@ def test_range_split_again_inside() -> None:
     assert got["d"] == "cancer at 6 months."
 
 
-def test_labels_after_their_text() -> None:
+def test_labels_inside_a_shared_clause_share_it() -> None:
+    """Labels that sit inside one clause name the whole clause, not the words between them."""
     split = split_caption(
         "Kaplan-Meier curves. Overall survival (A) and progression-free survival (B) by stage. "
         "*p < 0.05."
     )
     assert split.order == "after"
     assert split.preamble == "Kaplan-Meier curves."
-    assert [(s.label, s.text) for s in split.subcaptions] == [
-        ("A", "Overall survival"),
-        ("B", "progression-free survival"),
-    ]
-    assert split.trailer.startswith("by stage.")
-    assert split.text_for("A").startswith("Kaplan-Meier curves. Overall survival. by stage.")
+    shared = "Overall survival and progression-free survival by stage."
+    assert [(s.label, s.text) for s in split.subcaptions] == [("A", shared), ("B", shared)]
+    assert split.trailer == "*p < 0.05."
+    assert split.text_for("A") == f"Kaplan-Meier curves. {shared} *p < 0.05."
 
 
 def test_panel_words_and_positions() -> None:

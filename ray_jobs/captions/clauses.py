@@ -1,0 +1,85 @@
+"""Clause and sentence boundaries of a caption, and which trailing sentences are shared notes.
+
+A label inside a sentence ("Strong (A) and weak (B) staining") names its panel's text only
+through the whole clause around it, so the splitter needs clause starts that do not fall on an
+abbreviation ("P. berghei", "sp. n.", "Fig. 2") or inside a parenthesis.
+"""
+
+from __future__ import annotations
+
+import re
+
+_ABBREV = re.compile(
+    r"(?:\b[A-Z]|\b(?:fig|figs|sp|spp|nov|gen|n|no|nos|vs|ca|approx|cf|al|e\.g|i\.e|ref|refs|"
+    r"st|dr|mr|mrs|var|subsp|ssp|resp|max|min|vol|eq|ed|incl|exp|tab))\.$",
+    re.I,
+)
+_BREAK = re.compile(r"(?<=[.!?;])\s+")
+NOTE = re.compile(
+    r"scale\s*bars?|\bbars?\s*(?:=|:|,|represent|indicate)|magnification|magnified|"
+    r"[*#†]+\s*[pP]\s*[<≤=]|\b[pP]\s*[<≤]\s*0?\.\d|error\s+bars|\bdata\s+(?:are|were|represent)|"
+    r"\bvalues\s+(?:are|were)|mean\s*±|\bs\.?e\.?m\.?\b|\bn\s*=\s*\d|^abbreviations|^notes?\s*:|"
+    r"\barrows?(?:heads?)?\s+(?:indicate|show|point|mark|denote)|\ball\s+(?:images|panels)|"
+    r"\[colou?r figure",
+    re.I,
+)
+# "bo, basioccipital; bs, basisphenoid; ..." or "RA = right atrium; TV = ..."
+_ABBREVIATION_LIST = re.compile(r"(?:\b[\w.'′+-]{1,10}\s*(?:,|=|:)\s*[^;,=]{2,60}[;.]\s*){3,}")
+
+
+def _depth(text: str, pos: int) -> int:
+    return text.count("(", 0, pos) - text.count(")", 0, pos)
+
+
+def clause_starts(text: str, sentences_only: bool = False) -> list[int]:
+    """Offsets where a sentence (or, unless ``sentences_only``, a ";" clause) begins."""
+    starts = [0]
+    for m in _BREAK.finditer(text):
+        mark = text[m.start() - 1]
+        if mark == ";" and sentences_only:
+            continue
+        if _depth(text, m.start()) > 0:
+            continue
+        if mark == "." and _ABBREV.search(text[max(0, m.start() - 8) : m.start()]):
+            continue
+        nxt = text[m.end() : m.end() + 1]
+        if mark != ";" and not (nxt.isupper() or nxt in "([*#†" or nxt.isdigit()):
+            continue
+        starts.append(m.end())
+    return starts
+
+
+def clause_start_before(text: str, pos: int) -> int:
+    """Where the ";"/sentence clause holding ``pos`` begins."""
+    return max(s for s in clause_starts(text) if s <= pos)
+
+
+def is_note(sentence: str) -> bool:
+    """A sentence that applies to the whole figure: scale bars, statistics, abbreviations."""
+    return bool(NOTE.search(sentence) or _ABBREVIATION_LIST.search(sentence))
+
+
+def notes_start(text: str, share_long: bool = True) -> int:
+    """Where the shared notes at the end of ``text`` (the last panel's text) begin.
+
+    Notes are the trailing sentences that read like notes (scale bars, magnification,
+    statistics, arrows, abbreviation lists, also one glued on without a capital: "...
+    basiocranium. bo, basioccipital; bs, ..."). Failing that, with ``share_long``, when the
+    text runs to three sentences or more, everything after its first sentence is taken as
+    shared: captions end with what applies to the whole figure more often than with a long
+    account of the last panel.
+    """
+    end = len(text)
+    glued = re.search(r"(?<=[.!?])\s+(?=[a-z][\w.]{0,7}\s*[,=]\s)", text)
+    if glued and _ABBREVIATION_LIST.search(text[glued.end() :]):
+        end = glued.end()
+    bounds = [b for b in clause_starts(text[:end], sentences_only=True) if b < end]
+    if not bounds:
+        return end
+    parts = list(zip(bounds, [*bounds[1:], end], strict=True))
+    cut = len(parts)
+    while cut > 1 and is_note(text[parts[cut - 1][0] : parts[cut - 1][1]]):
+        cut -= 1
+    if share_long and cut == len(parts) and len(parts) >= 3:
+        cut = 1
+    return parts[cut][0] if cut < len(parts) else end
