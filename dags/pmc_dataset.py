@@ -102,6 +102,7 @@ def pmc_dataset():
         entrypoint=plan["entrypoint"],
         runtime_env=plan["runtime_env"],
         ray_conn_id=RAY_CONN_ID,
+        llm_conn_id=LLM_CONN_ID,  # its key reaches the job at submission, never through XCom
         pool=GPU_POOL,
         poll_interval=10,
         execution_timeout=timedelta(hours=20),

@@ -14,7 +14,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from operators.connections import LLM_CONN_ID, llm_endpoint
-from ray_jobs.config import deep_merge  # pydantic and yaml only: cheap at DAG parse time
+from ray_jobs.config import (  # pydantic and yaml only: cheap at DAG parse time
+    LLM_BASE_URL_ENV,
+    deep_merge,
+)
 
 ENTRYPOINT = "python -m ray_jobs.jobs.build_dataset"
 
@@ -65,7 +68,7 @@ def plan_build(params: Mapping[str, Any], llm_conn_id: str | None = LLM_CONN_ID)
     enrich = bool(settings.longcap.enabled and llm.base_url)
     env = settings_env(run_overrides(params))
     if enrich and not settings.longcap.base_url:
-        env["PMCVL_LLM_BASE_URL"] = str(llm.base_url)  # from the connection: the job needs it
+        env[LLM_BASE_URL_ENV] = str(llm.base_url)  # from the connection: the job needs it
     return {
         "output_uri": settings.output.uri,
         "listed": listed,

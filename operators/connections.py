@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ray_jobs.config import LLM_API_KEY_ENV, LLM_BASE_URL_ENV  # pydantic and yaml: cheap
+
 log = logging.getLogger(__name__)
 
 RAY_CONN_ID = "pmcvl_ray"
@@ -134,8 +136,8 @@ class LLMEndpoint:
 def _llm_endpoint(conn: Any, base_url: str | None) -> LLMEndpoint:
     if not base_url and conn is not None and conn.host:
         base_url = _url(conn.host, conn.schema, conn.port, 8000)
-    key = (conn.password if conn is not None else None) or os.environ.get("PMCVL_LLM_API_KEY")
-    return LLMEndpoint(base_url or os.environ.get("PMCVL_LLM_BASE_URL"), key)
+    key = (conn.password if conn is not None else None) or os.environ.get(LLM_API_KEY_ENV)
+    return LLMEndpoint(base_url or os.environ.get(LLM_BASE_URL_ENV), key)
 
 
 def llm_endpoint(conn_id: str | None = LLM_CONN_ID, base_url: str | None = None) -> LLMEndpoint:

@@ -30,7 +30,8 @@ from typing import Any, ClassVar
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
-from operators.connections import RAY_CONN_ID, ray_endpoint
+from operators.connections import RAY_CONN_ID, llm_endpoint, ray_endpoint
+from ray_jobs.config import LLM_API_KEY_ENV
 
 MAX_ATTEMPTS = 50
 SUBMIT_WAIT_S = 120.0  # how long a submission waits for a cluster's job agent to register
@@ -82,6 +83,8 @@ class RayJobOperator(BaseOperator):
         entrypoint_resources: what the driver reserves on the cluster
     :param submission_id: fixed job id; by default derived from the task instance
     :param ray_conn_id: the Ray dashboard connection
+    :param llm_conn_id: the LLM server connection whose API key (its password) the job gets as
+        ``PMCVL_LLM_API_KEY``, added at submission so the key never sits in XCom or templates
     :param poll_interval: seconds between status polls
     :param deferrable: wait in the triggerer (default) or in the worker
     """
@@ -112,6 +115,7 @@ class RayJobOperator(BaseOperator):
         entrypoint_resources: dict[str, float] | None = None,
         submission_id: str | None = None,
         ray_conn_id: str | None = RAY_CONN_ID,
+        llm_conn_id: str | None = None,
         poll_interval: float = 10.0,
         deferrable: bool = True,
         stream_logs: bool = True,
@@ -127,6 +131,7 @@ class RayJobOperator(BaseOperator):
         self.entrypoint_resources = entrypoint_resources
         self.submission_id = submission_id
         self.ray_conn_id = ray_conn_id
+        self.llm_conn_id = llm_conn_id
         self.poll_interval = poll_interval
         self.deferrable = deferrable
         self.stream_logs = stream_logs
@@ -152,6 +157,17 @@ class RayJobOperator(BaseOperator):
             if "status code 404" in str(exc) or "does not exist" in str(exc):
                 return None
             raise
+
+    def _runtime_env(self) -> dict[str, Any] | None:
+        """``runtime_env`` with the LLM server's key from its connection, when it has one."""
+        if self.llm_conn_id is None:
+            return self.runtime_env or None
+        key = llm_endpoint(self.llm_conn_id).api_key
+        if not key:
+            return self.runtime_env or None
+        env = dict(self.runtime_env or {})
+        env["env_vars"] = {**env.get("env_vars", {}), LLM_API_KEY_ENV: key}
+        return env
 
     # -- submit or re-attach ------------------------------------------------------------------
 
@@ -195,7 +211,7 @@ class RayJobOperator(BaseOperator):
                 client.submit_job(
                     entrypoint=self.entrypoint,
                     submission_id=job_id,
-                    runtime_env=self.runtime_env or None,
+                    runtime_env=self._runtime_env(),
                     metadata=metadata,
                     entrypoint_num_cpus=_number(self.entrypoint_num_cpus),
                     entrypoint_num_gpus=_number(self.entrypoint_num_gpus),

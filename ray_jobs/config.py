@@ -26,6 +26,8 @@ from pydantic import (
 )
 
 ENV_PREFIX = "PMCVL__"
+LLM_BASE_URL_ENV = "PMCVL_LLM_BASE_URL"  # the LLM server when longcap.base_url is unset
+LLM_API_KEY_ENV = "PMCVL_LLM_API_KEY"  # its key when longcap.api_key is unset
 
 
 class _Section(BaseModel):

@@ -13,6 +13,23 @@ DEMO="$(cd "${DEMO_DIR:-demo-output}" && pwd)"
 N="${DEMO_N:-40}"
 export PATH="$BIN:$PATH"  # airflow, ray, pmcvl, and the `python` the Ray job runs
 
+# -- per-user state lives in the demo's folder, never the home folder -----------------------
+# What a shell exports for Ray, ultralytics or pmcvl must not steer the demo.
+DASHBOARD_PORT="${RAY_DASHBOARD_PORT:-8265}"
+for name in $(compgen -e | grep -E '^(RAY_|YOLO_|PMCVL_|AIRFLOW_CONN_PMCVL|AIRFLOW__)' || true); do
+    unset "$name"
+done
+STATE="$DEMO/.state"
+export YOLO_CONFIG_DIR="$STATE/yolo" MPLCONFIGDIR="$STATE/matplotlib"
+export TORCH_HOME="$STATE/torch" HF_HOME="$STATE/hf"
+# Ray's token auth wants a token; a fresh machine has none, and `ray get-auth-token --generate`
+# writes only ~/.ray. The demo makes its own, once, and every Ray process reads it from here.
+export RAY_AUTH_TOKEN_PATH="$DEMO/ray/auth_token"
+if [ ! -s "$RAY_AUTH_TOKEN_PATH" ]; then
+    mkdir -p "$(dirname "$RAY_AUTH_TOKEN_PATH")"
+    (umask 077 && python -c 'import secrets; print(secrets.token_hex(32))' >"$RAY_AUTH_TOKEN_PATH")
+fi
+
 # the corpus is generated once (same seed, same articles): a rerun finds nothing new to build
 test -d "$DEMO/corpus" || pmcvl sample-corpus --out "$DEMO/corpus" --n "$N" --layout folders --seed 0
 
@@ -20,7 +37,6 @@ free_port() { python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 
 
 # -- Ray: one head node, stopped with this script (`--block` ties it to one process) -----------
 RAY_TMP="$(mktemp -d /tmp/pmcvl-ray.XXXXXX)"  # short: Ray's socket paths have a length limit
-DASHBOARD_PORT="${RAY_DASHBOARD_PORT:-8265}"
 export RAY_USAGE_STATS_ENABLED=0 RAY_AUTH_MODE=token RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S=0
 ray start --head --block --node-ip-address=127.0.0.1 --port="$(free_port)" --num-cpus="$(nproc)" \
     --include-dashboard=true --dashboard-host=127.0.0.1 --dashboard-port="$DASHBOARD_PORT" \
@@ -40,13 +56,13 @@ for _ in $(seq 1 180); do
     sleep 1
 done
 grep -q "Ray runtime started" "$DEMO/ray.log" || { echo "Ray did not start" >&2; exit 1; }
-echo "Ray dashboard: http://127.0.0.1:$DASHBOARD_PORT (token: ~/.ray/auth_token)"
+echo "Ray dashboard: http://127.0.0.1:$DASHBOARD_PORT (token: $RAY_AUTH_TOKEN_PATH)"
 
 # -- Airflow: a throwaway home with SQLite; connections from the environment ------------------
 export AIRFLOW_HOME="$DEMO/airflow"
 export AIRFLOW__CORE__DAGS_FOLDER="$ROOT/dags" AIRFLOW__CORE__LOAD_EXAMPLES=False
 export PMCVL_DATASET_URI="$DEMO/dataset" PMCVL_CONFIG="$ROOT/configs/demo.yaml" PMCVL_DAG_RETRIES=0
-export AIRFLOW_CONN_PMCVL_RAY="{\"conn_type\": \"http\", \"host\": \"http://127.0.0.1:$DASHBOARD_PORT\", \"extra\": {\"token_path\": \"~/.ray/auth_token\"}}"
+export AIRFLOW_CONN_PMCVL_RAY="{\"conn_type\": \"http\", \"host\": \"http://127.0.0.1:$DASHBOARD_PORT\", \"extra\": {\"token_path\": \"$RAY_AUTH_TOKEN_PATH\"}}"
 airflow db migrate >"$DEMO/airflow-db.log" 2>&1 || { cat "$DEMO/airflow-db.log"; exit 1; }
 
 CONF="{\"output_uri\": \"$DEMO/dataset\", \"source\": {\"path\": \"$DEMO/corpus\"}}"

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import secrets
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -17,7 +21,44 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("PMCVL_SHARED_DATA", REPO.parent / "shared" / "data"))
 JATS_DIR = SHARED_DATA / "jats"
 
+_HOME_BEFORE = pytest.StashKey[set[str]]()
 pytest_plugins = ["airflow_fixtures"]  # Airflow's test home, metadata DB and DAG-run fixtures
+
+
+def _home_entries() -> set[str]:
+    """What sits in the home folder and its usual state folders, to see what a session adds."""
+    home = Path.home()
+    found: set[str] = set()
+    for folder in (home, home / ".cache", home / ".config", home / ".local" / "share"):
+        if folder.is_dir():
+            found |= {str(p) for p in folder.iterdir()}
+    return found
+
+
+def isolate_user_state() -> Path:
+    """Per-user state of the tools under test goes to this session's own folder, never the
+    home folder: Ray's auth token (made here, as a fresh machine has none), ultralytics' and
+    matplotlib's config, torch's and Hugging Face's caches. What a developer's shell exports for
+    Ray, ultralytics or pmcvl does not steer the tests either."""
+    for name in [n for n in os.environ if n.startswith(("RAY_", "YOLO_", "PMCVL_"))]:
+        if name != "PMCVL_SHARED_DATA":
+            del os.environ[name]
+    state = Path(tempfile.mkdtemp(prefix="pmcvl-test-state-"))
+    atexit.register(shutil.rmtree, state, ignore_errors=True)
+    token = state / "ray" / "auth_token"
+    token.parent.mkdir()
+    token.write_text(secrets.token_hex(32))
+    token.chmod(0o600)
+    os.environ.update(
+        {
+            "RAY_AUTH_TOKEN_PATH": str(token),
+            "YOLO_CONFIG_DIR": str(state / "yolo"),
+            "MPLCONFIGDIR": str(state / "matplotlib"),
+            "TORCH_HOME": str(state / "torch"),
+            "HF_HOME": str(state / "hf"),
+        }
+    )
+    return state
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -25,10 +66,22 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(
             f"real-world test data not found at {SHARED_DATA}; set PMCVL_SHARED_DATA"
         )
+    config.stash[_HOME_BEFORE] = _home_entries()
+    isolate_user_state()
     # before anything imports airflow: a throwaway AIRFLOW_HOME, never ~/airflow
     from airflow_fixtures import configure_airflow_env
 
     configure_airflow_env()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The tests own their state: a session that left anything new in the home folder fails."""
+    added = sorted(_home_entries() - session.config.stash.get(_HOME_BEFORE, set()))
+    if added:
+        session.config.get_terminal_writer().line(
+            f"the tests wrote into the home folder: {', '.join(added)}", red=True
+        )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")
@@ -109,7 +162,8 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory):
     tied to one process: stopping it stops this cluster only, not others on the machine.
     """
     port, dashboard_port = _free_port(), _free_port()
-    temp = tmp_path_factory.mktemp("ray")
+    # not under pytest's deep tmp path: Ray's socket paths under it must stay within 107 bytes
+    temp = Path(tempfile.mkdtemp(prefix="pmcvl-ray-"))
     venv_bin = str(Path(sys.executable).parent)
     env = {
         **os.environ,
@@ -119,8 +173,8 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory):
         "AWS_DEFAULT_REGION": "us-east-1",
         "RAY_USAGE_STATS_ENABLED": "0",
         "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",  # stop at once on SIGTERM, no draining
-        # `ray start` turns token auth on; a client sends the token (~/.ray/auth_token) only
-        # when told the mode, so the head, the workers and every driver here get it
+        # `ray start` turns token auth on with the session's token (RAY_AUTH_TOKEN_PATH); a
+        # client sends it only when told the mode, so the head, workers and drivers get both
         "RAY_AUTH_MODE": "token",
     }
     ray_bin = str(Path(venv_bin) / "ray")
@@ -168,6 +222,7 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory):
     except subprocess.TimeoutExpired:
         proc.kill()
     log.close()
+    shutil.rmtree(temp, ignore_errors=True)
     for name, value in previous.items():
         if value is None:
             os.environ.pop(name, None)
@@ -184,8 +239,7 @@ def ray_address(ray_cluster) -> str:
 @pytest.fixture(scope="session")
 def ray_dashboard(ray_cluster) -> tuple[str, str]:
     """``(dashboard URL, auth token)`` for the Ray Job Submission API of the local cluster."""
-    token_file = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
-    token = os.environ.get("RAY_AUTH_TOKEN") or token_file.read_text().strip()
+    token = Path(os.environ["RAY_AUTH_TOKEN_PATH"]).read_text().strip()
     url = ray_cluster[1]
     request = urllib.request.Request(
         f"{url}/api/version", headers={"Authorization": f"Bearer {token}"}

@@ -93,8 +93,10 @@ class FakeLLM:
         retry_after: float = 0.05,
         slow_s: float = 3.0,
         keep_bodies: int = 64,
+        api_key: str | None = None,
     ):
         self.models = list(models)
+        self.api_key = api_key  # like `vllm serve --api-key`: /v1/* want it, /health does not
         self.latency = latency
         self.retry_after = retry_after
         self.slow_s = slow_s
@@ -334,7 +336,19 @@ def _schema_of(body: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def make_app(fake: FakeLLM) -> web.Application:
-    app = web.Application(client_max_size=64 * 2**20)
+    @web.middleware
+    async def authenticate(request: web.Request, handler):  # type: ignore[no-untyped-def]
+        wanted = None if fake.api_key is None else f"Bearer {fake.api_key}"
+        if (
+            wanted
+            and request.path.startswith("/v1/")
+            and request.headers.get("Authorization") != wanted
+        ):
+            fake.counts["unauthorized"] += 1
+            return web.json_response({"error": "Unauthorized"}, status=401)  # vLLM's body
+        return await handler(request)
+
+    app = web.Application(client_max_size=64 * 2**20, middlewares=[authenticate])
 
     async def health(_: web.Request) -> web.Response:
         fake.counts["health"] += 1

@@ -1,5 +1,5 @@
-"""Every DAG file parses, fast and light, and each of our DAGs has the shape it should: tasks,
-dependencies, schedule, pools, params, operators."""
+"""Every DAG file parses without heavy imports, and each of our DAGs has the shape it should:
+tasks, dependencies, schedule, pools, params, operators."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ HEAVY = ("ray", "torch", "pyarrow", "pandas", "ultralytics", "open_clip", "boto3
 
 OURS = ("pmc_dataset.py", "detector_training.py")
 PARSE = """
-import json, sys, time
+import json, sys
 from airflow.dag_processing.dagbag import DagBag
 folder, heavy = sys.argv[1], set(sys.argv[2].split(","))
 pulled = {}
@@ -27,7 +27,6 @@ print(json.dumps({
     "errors": bag.import_errors,
     "dags": sorted(bag.dags),
     "warnings": sorted(w.message for w in bag.dag_warnings),
-    "seconds": {s.file: s.duration.total_seconds() for s in bag.dagbag_stats},
     "heavy": pulled,
 }))
 """
@@ -52,11 +51,10 @@ def test_every_dag_file_imports_without_errors(parsed):
     assert parsed["warnings"] == []  # every pool a task names is one we create
 
 
-def test_dag_files_parse_quickly_and_import_nothing_heavy(parsed):
+def test_dag_files_import_nothing_heavy(parsed):
+    """The DAG processor re-parses every file often: what makes parsing slow is importing Ray,
+    torch or the like at module level, so that is what is checked (timing is no test)."""
     assert parsed["heavy"] == {name: [] for name in OURS}
-    for name in OURS:
-        seconds = next(v for k, v in parsed["seconds"].items() if k.endswith(name))
-        assert seconds < 2.0, f"{name} took {seconds:.2f} s to parse"
 
 
 def deps(dag) -> dict[str, set[str]]:  # type: ignore[no-untyped-def]

@@ -113,23 +113,47 @@ def test_second_run_finds_nothing_new_and_ends_green(pmc_first_run, pmc_params):
     assert len(asset_events(PMC_SHARDS.uri)) == 1  # nothing published
 
 
-def test_enrichment_on_waits_for_the_llm_server(pmc_first_run, pmc_params, tmp_path, monkeypatch):
-    """The enrichment branch: discover sees pending work, the health sensor checks the (fake)
-    vLLM server; the build itself is marked done here (the first run covers it)."""
+def test_enrichment_runs_through_airflow_with_the_connections_key(
+    pmc_first_run, pmc_params, tmp_path, monkeypatch
+):
+    """The enrichment branch for real: the health sensor checks the (fake) vLLM server, which
+    wants an API key like ``vllm serve --api-key``; the build job gets that key from the
+    ``pmcvl_llm`` connection at submission (never through XCom) and enriches every kept panel."""
+    import pyarrow.parquet as pq
+
     dag, _ = pmc_first_run
-    with start_fake_llm() as fake:
-        monkeypatch.setenv(*connection_env("pmcvl_llm", conn_type="http", host=fake.url))
+    with start_fake_llm(api_key="sk-pmcvl-e2e") as fake:
+        monkeypatch.setenv(
+            *connection_env("pmcvl_llm", conn_type="http", host=fake.url, password="sk-pmcvl-e2e")
+        )
+        out = tmp_path / "enriched"
         conf = {
             **pmc_params,
-            "output_uri": str(tmp_path / "fresh"),
+            "output_uri": str(out),
             "enrich": True,
             "overrides": {**pmc_params["overrides"], "longcap": {"model": "fake-vlm"}},
         }
-        run = dag.test(
-            run_conf=conf,
-            logical_date=datetime(2026, 3, 3, tzinfo=UTC),
-            mark_success_pattern="build_dataset|validate|publish",
-        )
-        assert fake.counts["models"] >= 1
-    got = states(run)
-    assert got["discover"] == got["enrichment"] == got["llm_health"] == "success"
+        run = dag.test(run_conf=conf, logical_date=datetime(2026, 3, 3, tzinfo=UTC))
+        served = dict(fake.counts)
+    assert states(run) == {
+        "discover": "success",
+        "enrichment": "success",
+        "llm_health": "success",
+        "build_dataset": "success",
+        "validate": "success",
+        "publish": "success",
+    }
+    assert served.get("unauthorized", 0) == 0 and served["models"] >= 1
+    manifest = json.loads((out / "manifest.json").read_text())
+    kept = manifest["counts"]["kept"]
+    assert kept > 0 and manifest["counts"]["enriched"] == kept
+    assert served["chat"] >= 2 * kept  # augment + feasibility per kept panel
+    rows = pq.read_table(out / "index").to_pylist()
+    assert len(rows) == kept and all(r["long_caption"] for r in rows)
+    # the key went to the job at submission only: no XCom of the run holds it
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        values = session.query(XComModel.value).filter(XComModel.run_id == run.run_id).all()
+    assert values and not any("sk-pmcvl-e2e" in str(v) for (v,) in values)

@@ -8,10 +8,8 @@ import hashlib
 import io
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import pyarrow.parquet as pq
 import pytest
@@ -22,7 +20,7 @@ from fake_llm_server import fake_llm  # noqa: F401
 from PIL import Image
 
 from ray_jobs.config import load_settings
-from ray_jobs.jobs.build_dataset import run_build
+from ray_jobs.jobs.build_dataset import CRASH_AFTER_PARTS_ENV, CRASH_EXIT_CODE, run_build
 from ray_jobs.pmc.sample_corpus import write_corpus
 from ray_jobs.shards.records import INDEX_SCHEMA
 from ray_jobs.shards.storage import open_storage
@@ -156,30 +154,27 @@ def test_build_to_s3_contract_and_rerun(source, moto_endpoint, ray_address, s3_a
 def test_killed_run_resumes_with_the_same_records(
     source, moto_endpoint, ray_address, local_run, tmp_path
 ):
+    """The job dies hard right after committing its first part (the crash hook, as SIGKILL
+    would: no cleanup); the next run redoes exactly the rest and ends with the same records."""
     out = tmp_path / "dataset"
     cfg = config(source, str(out), moto_endpoint)
     cfg["output"]["articles_per_part"] = 2
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    env = {**os.environ, "RAY_ADDRESS": ray_address}
-    proc = subprocess.Popen(
+    env = {**os.environ, "RAY_ADDRESS": ray_address, CRASH_AFTER_PARTS_ENV: "1"}
+    proc = subprocess.run(
         [sys.executable, "-m", "ray_jobs.jobs.build_dataset", "--config", str(path)],
         env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
-    deadline = time.monotonic() + 300
-    while not list((out / "_ledger").glob("*.parquet")):
-        assert proc.poll() is None, "the run ended before it could be killed"
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    assert not (out / "manifest.json").exists()  # killed mid-run: nothing published
+    assert proc.returncode == CRASH_EXIT_CODE, proc.stderr[-3000:]
+    assert len(list((out / "_ledger").glob("*.parquet"))) == 1  # one part committed
+    assert not (out / "manifest.json").exists()  # nothing published
 
     report = run_build(load_settings(path, environ={}))
-    assert report.pending < N_ARTICLES + 1  # the committed parts were not redone
+    assert report.pending == local_run[1].pending - 2  # the committed part was not redone
     resumed, whole = open_storage(str(out)), open_storage(str(local_run[0]))
     assert samples(resumed) == samples(whole)
     assert failures(resumed) == failures(whole)

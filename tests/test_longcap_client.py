@@ -187,17 +187,7 @@ def _dead_port() -> int:
         return sock.getsockname()[1]  # closed again: nothing listens there
 
 
-def test_circuit_breaker_fails_fast_on_a_dead_server() -> None:
-    settings = fast(
-        f"http://127.0.0.1:{_dead_port()}",
-        breaker_threshold=3,
-        breaker_reset_s=60,
-        max_retries=5,
-        backoff_base_s=0.05,
-        backoff_max_s=0.2,
-        max_concurrency=4,
-    )
-
+def _forty_calls(settings: LongCapSettings) -> list[BaseException | object]:
     async def go() -> list[BaseException | object]:
         client = LLMClient(settings)
         try:
@@ -206,14 +196,36 @@ def test_circuit_breaker_fails_fast_on_a_dead_server() -> None:
         finally:
             await client.aclose()
 
-    start = time.perf_counter()
-    results = asyncio.run(go())
-    elapsed = time.perf_counter() - start
+    return asyncio.run(go())
+
+
+BREAKER = {
+    "breaker_threshold": 3,
+    "breaker_reset_s": 60,
+    "max_retries": 5,
+    "backoff_base_s": 0.05,
+    "backoff_max_s": 0.2,
+    "max_concurrency": 4,
+}
+
+
+def test_circuit_breaker_fails_fast_on_a_dead_server() -> None:
+    results = _forty_calls(fast(f"http://127.0.0.1:{_dead_port()}", **BREAKER))
     kinds = [r.error_type for r in results if isinstance(r, LLMError)]
     assert len(kinds) == 40
     assert kinds.count("circuit_open") >= 36 and set(kinds) <= {"connection", "circuit_open"}
-    assert elapsed < 2.0  # 40 calls x 6 attempts with backoff would take far longer
     assert all(isinstance(r, LLMError) and r.retryable for r in results)
+
+
+def test_an_open_breaker_sends_nothing_more_to_a_failing_server(llm: FakeLLM) -> None:
+    """40 calls with 5 retries each would be 240 requests; once the breaker opens none go out,
+    so the server sees at most the faults that open it plus the calls in flight meanwhile."""
+    llm.fail_matching("", "connection")  # every request: the connection is dropped
+    results = _forty_calls(fast(llm.url, **BREAKER))
+    kinds = [r.error_type for r in results if isinstance(r, LLMError)]
+    assert len(kinds) == 40 and kinds.count("circuit_open") >= 36
+    threshold, in_flight = BREAKER["breaker_threshold"], BREAKER["max_concurrency"]
+    assert threshold <= llm.chat_requests <= threshold + in_flight - 1
 
 
 def test_breaker_probes_after_reset_and_closes_on_success(llm: FakeLLM) -> None:

@@ -44,6 +44,10 @@ from ray_jobs.shards.writer import ShardInfo, ShardWriter
 log = logging.getLogger(__name__)
 
 FAILURES, REJECTS, RUNS = "failures", "rejects", "runs"
+# Crash testing: the job exits hard right after committing this many parts, so a test of
+# kill-and-resume always checks the same point. Unset in production.
+CRASH_AFTER_PARTS_ENV = "PMCVL_CRASH_AFTER_PARTS"
+CRASH_EXIT_CODE = 137
 
 
 @dataclass
@@ -416,6 +420,12 @@ def _commit(
         part.counts["kept"],
         len(record["shards"]),
     )
+    crash_after = os.environ.get(CRASH_AFTER_PARTS_ENV)
+    if crash_after and len(report.parts) >= int(crash_after):
+        log.warning(
+            "%s=%s: exiting hard after part %s", CRASH_AFTER_PARTS_ENV, crash_after, part.name
+        )
+        os._exit(CRASH_EXIT_CODE)  # like a SIGKILL: no cleanup, no manifest
 
 
 def write_outputs(

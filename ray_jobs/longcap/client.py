@@ -29,15 +29,14 @@ import fastjsonschema
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 from tenacity import wait_exponential_jitter as _expo
 
-from ray_jobs.config import LongCapSettings
+from ray_jobs.config import LLM_API_KEY_ENV, LLM_BASE_URL_ENV, LongCapSettings
 from ray_jobs.failures import StageError
 from ray_jobs.longcap.breaker import CircuitBreaker, CircuitOpenError
 from ray_jobs.longcap.cache import CachedAnswer, LLMCache, cache_key
 
 STAGE = "enrich"
 Validator = Callable[[Any], Any]  # raises fastjsonschema.JsonSchemaValueException
-BASE_URL_ENV = "PMCVL_LLM_BASE_URL"
-API_KEY_ENV = "PMCVL_LLM_API_KEY"
+BASE_URL_ENV, API_KEY_ENV = LLM_BASE_URL_ENV, LLM_API_KEY_ENV
 
 
 class LLMError(StageError):
