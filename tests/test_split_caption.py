@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ray_jobs.captions.gold import score_gold
+from ray_jobs.captions.baseline import regex_split
+from ray_jobs.captions.gold import halves, load, score_gold
 from ray_jobs.captions.labels import expand
 from ray_jobs.captions.split import split_caption
 
@@ -187,9 +188,35 @@ def test_cli_prints_the_split() -> None:
     ]
 
 
+def test_cli_shows_the_confidence() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "ray_jobs.cli", "split-caption", "Cells. (A) H&E. (B) Ki-67."],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert 0.8 <= json.loads(proc.stdout)["confidence"] <= 1.0
+
+
 def test_gold_subcaptions_meet_the_targets(jats_dir: Path) -> None:
     score = score_gold(jats_dir.parent / "subcaptions" / "prostate_gold.json")
     assert score.captions == 196
-    assert score.f1 >= 0.95
-    # the similarity target (0.9) is not met; this guards what is measured (see the issue note)
-    assert score.similarity >= 0.85
+    assert score.f1 >= 0.98
+    assert score.similarity >= 0.86
+
+
+def test_zou_dev_across_the_literature(jats_dir: Path) -> None:
+    """The Zou et al. dev half (224 figures from across PMC), labels compared ignoring case;
+    both hash halves are held to the floor, so a rule tuned to one half shows on the other."""
+    path = jats_dir.parent / "subcaptions" / "zou_dev.json"
+    records = load(path)
+    whole = score_gold(records, ignore_case=True)
+    assert whole.captions == 224
+    assert whole.f1 >= 0.94 and whole.similarity >= 0.73
+    for half in halves(records):
+        score = score_gold(records, ignore_case=True, names=half)
+        assert score.f1 >= 0.91 and score.similarity >= 0.72
+    baseline = score_gold(records, ignore_case=True, splitter=regex_split)
+    assert baseline.f1 < whole.f1 - 0.1 and baseline.similarity < whole.similarity - 0.1
+    sure = whole.precision_at(0.8)[0]
+    assert sure >= whole.precision  # the confidence sorts out the doubtful splits

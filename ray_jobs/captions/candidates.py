@@ -21,18 +21,13 @@ _CANDIDATES = re.compile(
     rf"|(?P<close>(?<![\w(])(?:{SPEC}))\)"  # A)  a)
     rf"|(?P<punct>(?<![\w(’'-])(?:panels?\s+)?(?:{SPEC}))(?P<punct_mark>[.:,])(?=\s|$)"  # A. A:
     rf"|(?P<prose>(?<![\w(])panels?\s+(?:{SPEC}))(?=\s+[a-z])"  # Panel A shows
-    rf"|(?P<bare>(?<![\w(’'/–-])(?:{SPEC}))(?=\s+[\w*(])"  # a *10, B Whole mount, A Palp
+    rf"|(?P<bare>(?<![\w’'/–-])(?:{SPEC}))(?=\s+[\w*(])"  # a *10, B Whole mount, A Palp
     rf"|(?P<pos>(?<![\w])(?:{_POS})(?:\s+panels?)?)\s*(?P<pos_mark>[:)])"  # Left: (left)
     rf"|\((?P<pos_paren>{_POS})\)",
     re.IGNORECASE,
 )
 _KINDS = ("paren", "paren_note", "close", "punct", "prose", "bare", "pos", "pos_paren")
 _REFERENCE = re.compile(
-    r"(?:\b(?:in|see|of|from|to|with|as|than|versus|vs\.?|like|by|on|at|between|and|or)\s*"
-    r"|[=<>])$",
-    re.I,
-)
-_PAREN_REFERENCE = re.compile(
     r"(?:\b(?:in|see|of|from|to|with|as|than|versus|vs\.?|like|by|on|at|between)\s*|[=<>])$",
     re.I,
 )
@@ -132,7 +127,7 @@ def _judge(
     if kind == "paren":
         # "as in (C)." refers to a panel; "from (A) KEGG data" introduces one
         closes = _closes_phrase(after)
-        ref = closes and bool(_PAREN_REFERENCE.search(before))
+        ref = closes and bool(_REFERENCE.search(before))
         cand.strong = bolded or not ref
         cand.kind = "ref" if ref and not bolded else kind
         cand.tail = closes
@@ -146,7 +141,7 @@ def _judge(
         mark = m.group("punct_mark")
         listed = bool(re.search(r"(?:[,;]|\band)$", before))
         if not (clause or bolded):
-            if _REFERENCE.search(before) or _NOT_LABEL_AFTER.search(before):
+            if _NOT_LABEL_AFTER.search(before):
                 return None
             if mark == "." and not re.match(r"\s+[A-Za-z(]", text[end : end + 2]):
                 return None
@@ -202,7 +197,10 @@ def _judge_bare(text: str, cand: Candidate, before: str) -> Candidate | None:
     if sentence and (nxt.isupper() or nxt == "*"):
         cand.strong = not digit
         return cand  # "B Whole mount", "A *10"
-    if label.isupper() and len(label) == 1 and label != "I" and nxt.islower():
+    title = re.match(r"\s+(?:[a-z]|[A-Z][a-z])", text[end:])
+    if sentence and label == "A" and nxt.islower():
+        return None  # the article: "A woman with ...", "A 65-year-old ..."
+    if label.isupper() and len(label) == 1 and label != "I" and title:
         cand.weak = True  # taxonomy style: "A Palp, prolateral view B Palp, ..."
         return cand
     if digit and (nxt.islower() or nxt.isupper()) and not re.search(r"[=<>±×x(]$", before):

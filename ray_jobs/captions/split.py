@@ -180,6 +180,23 @@ def _sequence(cands: list[Candidate], start: str | None = None) -> list[Candidat
             if _valid(run, start) and _rank(run) > _rank(best):
                 best = run
                 break
+    return best or (_second_start(cands) if start is None else [])
+
+
+def _second_start(cands: list[Candidate]) -> list[Candidate]:
+    """ "Transabdominal US shows a mass. CT (B) ... MRI (C) ...": the first panel goes unnamed.
+    A run may open at the second letter when the first appears nowhere and the run is made of
+    punctuated labels only."""
+    best: list[Candidate] = []
+    for i, first in enumerate(cands):
+        key = first.keys[0]
+        if key.scheme not in "UL" or key.major != 1 or key.minor or first.weak or not first.strong:
+            continue
+        if any(k.scheme == key.scheme and k.major == 0 for c in cands for k in c.keys):
+            return []
+        run = _grow(cands, i, use_weak=False)
+        if _count(run) >= 2 and all(c.strong for c in run) and _rank(run) > _rank(best):
+            best = run
     return best
 
 
@@ -250,7 +267,8 @@ def _opens(text: str, c: Candidate, begin: int, groups: list[_Group]) -> bool:
         or clause_start(text, c.start)
         or _LISTED.search(text[: c.start])
         or (groups and groups[-1].lead and begin <= groups[-1].cut)  # "(A) Liver (B) Lung"
-        or re.match(r"\s*[A-Z]", text[c.end : c.end + 3])  # "... 100 µm (b) High power"
+        or re.match(r"\s*[A-Z][a-z]", text[c.end : c.end + 3])  # "... 100 µm (b) High power"
+        or (text[c.start - 1 : c.start].isalpha() and re.match(r"\s*[A-Z]", text[c.end :]))
     )
 
 
@@ -296,17 +314,18 @@ def _clean_joined(segment: str) -> str:
 
 def _merge_open(text: str, groups: list[_Group]) -> list[_Group]:
     """ "(a) Sagittal and (b) oblique T2 images show ...": a text left open ("... and")
-    continues into the next label's, and both share it."""
+    continues into the next label's, and both share it. "(D) Gastric cancer and (E) Pancreatic
+    cells" stays apart: the next text opens anew."""
     out: list[_Group] = []
-    for i, group in enumerate(groups):
-        if out and out[-1].cands[-1].kind != "pos" and group.cands[0].kind != "pos":
-            prev = out[-1]
-            opens_lower = re.match(r"\s*[a-z(]", text[group.begin : group.begin + 3])
-            if opens_lower and _OPEN_END.search(_clean(text[prev.begin : group.cut])):
+    for group in groups:
+        prev = out[-1] if out else None
+        if prev and prev.cands[-1].kind != "pos" and group.cands[0].kind != "pos":
+            continues = re.match(r"\s*[a-z(]", text[group.begin : group.begin + 3])
+            left_open = _OPEN_END.search(_clean(text[prev.begin : group.cut]))
+            if left_open and (continues or not prev.lead):
                 prev.cands += group.cands
                 continue
         out.append(_Group(group.cut, group.begin, list(group.cands), group.lead))
-        del i
     return out
 
 
@@ -337,4 +356,6 @@ def _confidence(run: list[Candidate], folded: bool) -> float:
     score *= 1 - 0.35 * weak
     if folded:
         score *= 0.9
+    if not run[0].keys[0].starts:
+        score *= 0.8  # the first panel goes unnamed
     return round(min(score, 1.0), 2)

@@ -54,6 +54,7 @@ def figure_panel_rows(figure: Row, found: FigurePanels, settings: Settings) -> l
             "panel_label": pair.label,
             "alignment": pair.alignment,
             "alignment_confidence": pair.confidence,
+            "split_confidence": split.confidence,
             "panel_bbox": list(panel.bbox),
             "panel_status": panel.status,
             "detector_score": panel.score,

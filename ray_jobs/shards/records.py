@@ -66,6 +66,7 @@ class PanelRecord:
     panel_status: str  # ok | fallback (the whole figure passed through as one panel)
     detector_score: float | None
     detector_version: str
+    split_confidence: float = 0.0  # how sure the caption's panel-label sequence is; 0: no split
     modality: str | None = None  # taxonomy L2
     modality_l1: str | None = None
     modality_score: float | None = None
@@ -114,6 +115,7 @@ _TYPES: dict[str, pa.DataType] = {
     "panel_index": pa.int32(),
     "n_panels": pa.int32(),
     "alignment_confidence": pa.float32(),
+    "split_confidence": pa.float32(),
     "panel_bbox": pa.list_(pa.int32()),
     "detector_score": pa.float32(),
     "modality_score": pa.float32(),

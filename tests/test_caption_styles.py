@@ -1,0 +1,226 @@
+"""Caption styles from across the literature (written for these tests, not taken from a gold
+set): other label schemes inside a panel, bare labels, labels inside sentences and parentheses,
+sub-labels, shared clauses, label case, captions that name no labels, and the confidence."""
+
+from __future__ import annotations
+
+import pytest
+
+from ray_jobs.captions.baseline import regex_split
+from ray_jobs.captions.gold import halves, score_gold
+from ray_jobs.captions.pairing import PanelBox, pair_panels
+from ray_jobs.captions.split import split_caption
+
+
+def labels(caption: str) -> list[str]:
+    return split_caption(caption).labels
+
+
+def texts(caption: str) -> dict[str, str]:
+    return {s.label: s.text for s in split_caption(caption).subcaptions}
+
+
+@pytest.mark.parametrize(
+    ("caption", "expected"),
+    [
+        (
+            "Iron chelation. (a) HeLa cells were given (1) 50 µM DFO, (2) 100 µM DFO or (3) "
+            "vehicle. (b) Viability after 24 h.",
+            ["a", "b"],
+        ),
+        ("Recordings. a (Top): raw traces. b (Bottom): fitted curves.", ["a", "b"]),
+        (
+            "Rows. a Top views, b side views, c pore water, and d gate detail. Columns (i), "
+            "(ii), and (iii) are 0, 3 and 6 ns.",
+            ["a", "b", "c", "d"],
+        ),
+    ],
+)
+def test_letters_beat_another_scheme_inside_a_panel(caption: str, expected: list[str]) -> None:
+    assert labels(caption) == expected
+
+
+def test_bare_labels_taxonomy_style() -> None:
+    caption = (
+        "Aranea exempli sp. n., male. A Palp, prolateral view B Palp, retrolateral view "
+        "C Chelicera, frontal view D Habitus, dorsal view. Scale bars 0.5 mm."
+    )
+    got = texts(caption)
+    assert list(got) == ["A", "B", "C", "D"]
+    assert got["B"] == "Palp, retrolateral view"
+    assert split_caption(caption).trailer == "Scale bars 0.5 mm."
+
+
+def test_bare_numbers_with_ranges_split_again_inside() -> None:
+    caption = (
+        "1–2 Blatta exempla sp. n., male: 1 holotype, dorsal view 2 same, ventral view "
+        "3–4 Blatta altera sp. n., nymph: 3 paratype, dorsal view 4 same, ventral view."
+    )
+    split = split_caption(caption)
+    assert split.labels == ["1", "2", "3", "4"]
+    assert split.text_for("3").startswith("Blatta altera sp. n., nymph: paratype, dorsal view")
+
+
+@pytest.mark.parametrize(
+    ("caption", "expected"),
+    [
+        ("Relative expression for A, TARS, B, VEGF, C, SARS and D, YARS.", ["A", "B", "C", "D"]),
+        ("Immunostaining of A. ALDH1A3; B. ALDH3A2; and C. ALDH7A1.", ["A", "B", "C"]),
+        ("Sacrum. A, anterior; B, posterior; C, dorsal; and D, ventral views.", list("ABCD")),
+    ],
+)
+def test_labels_inside_a_sentence(caption: str, expected: list[str]) -> None:
+    assert labels(caption) == expected
+
+
+@pytest.mark.parametrize(
+    ("caption", "expected"),
+    [
+        (
+            "RNA motif. (A) Stereo view. (B) Cycle basis: five cycles C1 to C5 cover the motif. "
+            "(C) The basis of (B) without backbone contacts.",
+            ["A", "B", "C"],
+        ),
+        (
+            "Femur. (A) Overview. (B) Detail in dorsal (B1) and medial (B2) views. (C) Section.",
+            ["A", "B", "C"],
+        ),
+        (
+            "Invasion. (A) Slices. (B) PCR. (C) Blot. (D) Counts. (E1 and E2) Glial staining.",
+            ["A", "B", "C", "D", "E"],
+        ),
+        ("Cases. (A) Overview; (B1) normal; (B2) BPH; (B3) cancer.", ["A", "B1", "B2", "B3"]),
+    ],
+)
+def test_sub_labels_fold_into_their_panel(caption: str, expected: list[str]) -> None:
+    assert labels(caption) == expected
+
+
+def test_panel_words_in_prose() -> None:
+    got = texts(
+        "Egg morphology. Panel A shows an intact egg. Panel B shows a cracked egg. "
+        "Panels C and D show eggs of a second species."
+    )
+    assert list(got) == ["A", "B", "C", "D"]
+    assert got["A"] == "shows an intact egg."
+    assert got["C"] == got["D"] == "show eggs of a second species."
+
+
+def test_labels_inside_parentheses() -> None:
+    got = texts("Brain MRI (a T2-weighted axial view, b T2-weighted coronal view, c FLAIR image).")
+    assert list(got) == ["a", "b", "c"]
+
+
+def test_comma_and_lists_keep_their_last_member() -> None:
+    assert labels("Stains. (A) Overview. (B) Detail. (C, D, and E) Serial sections.") == list(
+        "ABCDE"
+    )
+
+
+@pytest.mark.parametrize(
+    "caption",
+    [
+        "Strong (A) and weak (B) marker expression in tumour cells at ×10.",
+        "Skull in rostral (A), dorsal (B), and lateral (C) views.",
+    ],
+)
+def test_labels_in_one_clause_share_the_whole_clause(caption: str) -> None:
+    split = split_caption(caption)
+    own = {s.text for s in split.subcaptions}
+    assert len(own) == 1 and len(split.subcaptions) >= 2
+    (shared,) = own
+    assert shared.startswith(caption.split(" (")[0])  # never just "Strong"
+    assert "(A)" not in shared and "(B)" not in shared
+
+
+def test_labels_closing_whole_phrases_get_their_phrase() -> None:
+    got = texts(
+        "Prostate. Normal glands with flat epithelium (a), hyperplastic glands with papillary "
+        "folds (b), and invasive carcinoma with single cells (c)."
+    )
+    assert got == {
+        "a": "Normal glands with flat epithelium",
+        "b": "hyperplastic glands with papillary folds",
+        "c": "invasive carcinoma with single cells",
+    }
+
+
+def test_clauses_after_a_label_in_its_sentence() -> None:
+    split = split_caption(
+        "Lung inflammation. The treatment lowered counts of (A) neutrophils and (B) monocytes "
+        "in lavage fluid. (C) Macrophage infiltration in tissue."
+    )
+    got = {s.label: s.text for s in split.subcaptions}
+    assert split.preamble == "Lung inflammation."
+    assert got["A"] == got["B"]
+    assert got["A"].startswith("The treatment lowered counts of neutrophils and")
+    assert got["C"] == "Macrophage infiltration in tissue."
+
+
+def test_first_panel_unnamed() -> None:
+    caption = (
+        "A woman with a pelvic mass. Ultrasound shows the mass. CT (B) shows fat. "
+        "T1-weighted MRI (C) shows high signal."
+    )
+    split = split_caption(caption)
+    assert split.labels == ["B", "C"]
+    assert 0 < split.confidence < split_caption("Mass. (A) US. (B) CT. (C) MRI.").confidence
+
+
+def test_label_case_is_kept_and_scored_ignoring_case() -> None:
+    caption = "Panels. (a) Axial CT. (b) Coronal CT. (c) MRI."
+    assert labels(caption) == ["a", "b", "c"]
+    gold = {
+        "fig1": {
+            "caption": caption,
+            "gt_subfigures": [
+                {"label": {"text": "A"}, "caption": "Panels. Axial CT."},
+                {"label": {"text": "B"}, "caption": "Panels. Coronal CT."},
+                {"label": {"text": "c"}, "caption": "Panels. MRI."},
+                {"caption": "a subfigure without a label is left out"},
+            ],
+        }
+    }
+    assert score_gold(gold).matched == 1  # only "c" agrees when case counts
+    folded = score_gold(gold, ignore_case=True)
+    assert (folded.gold_labels, folded.matched, folded.f1) == (3, 3, 1.0)
+    assert folded.similarity > 0.95
+
+
+@pytest.mark.parametrize(
+    "caption",
+    [
+        "Ultrasound features used by the tumour model of the study.",
+        "A total of 40 patients were scanned. A subset is shown at day 6 and day 7.",
+        "T cells and B cells in the spleen of C57 mice.",
+        "Tumour volume in mice (n = 6) after 2, 4 and 6 weeks of treatment.",
+    ],
+)
+def test_captions_that_name_no_labels_are_not_split(caption: str) -> None:
+    split = split_caption(caption)
+    assert split.subcaptions == [] and split.confidence == 0.0
+    panels = [PanelBox(i, (i * 100, 0, i * 100 + 90, 90)) for i in range(3)]
+    paired = pair_panels(panels, split, caption)
+    assert {p.alignment for p in paired} == {"full_caption"}
+    assert all(p.text == caption for p in paired)
+
+
+def test_confidence_orders_how_sure_the_sequence_is() -> None:
+    clear = split_caption("Lesion. (A) Axial CT. (B) Coronal CT. (C) Sagittal CT.")
+    bare = split_caption("Spider. A Palp, dorsal view B Palp, ventral view C Leg, lateral view")
+    assert clear.confidence >= 0.9
+    assert 0 < bare.confidence < clear.confidence
+    assert clear.to_dict()["confidence"] == clear.confidence
+
+
+def test_regex_baseline_cuts_at_plain_labels_only() -> None:
+    assert regex_split("Scan. (A) CT. (B) MRI.").labels == ["A", "B"]
+    assert regex_split("Spider. A Palp, dorsal view B Palp, ventral view").labels == []
+
+
+def test_halves_are_stable_and_disjoint() -> None:
+    names = [f"PMC{i}_fig{i % 7}.jpg" for i in range(41)]
+    first, second = halves(names)
+    assert (len(first), len(second)) == (21, 20)
+    assert not set(first) & set(second) and set(first) | set(second) == set(names)
+    assert halves(reversed(names)) == (first, second)
