@@ -54,10 +54,11 @@ def test_bare_labels_taxonomy_style() -> None:
 def test_bare_numbers_with_ranges_split_again_inside() -> None:
     caption = (
         "1–2 Blatta exempla sp. n., male: 1 holotype, dorsal view 2 same, ventral view "
-        "3–4 Blatta altera sp. n., nymph: 3 paratype, dorsal view 4 same, ventral view."
+        "3–4 Blatta altera sp. n., nymph: 3 paratype, dorsal view 4 same, ventral view "
+        "5–6 Blatta tertia sp. n., female: 5 dorsal view 6 ventral view."
     )
     split = split_caption(caption)
-    assert split.labels == ["1", "2", "3", "4"]
+    assert split.labels == ["1", "2", "3", "4", "5", "6"]
     assert split.text_for("3").startswith("Blatta altera sp. n., nymph: paratype, dorsal view")
 
 

@@ -147,8 +147,8 @@ def _judge(
                 return None
             cand.weak = True  # "for A, TARS, B, VEGF", "structures A. hIRE1 ..."
             cand.strong = listed and mark != "."
-        else:
-            cand.strong = bolded or mark != ","
+        else:  # "A, text" is sure at a sentence start, less so after ";" ("dorsal; A, B")
+            cand.strong = bolded or mark != "," or _sentence_start(text, start)
     elif kind == "prose":
         if not clause:
             return None  # "as shown in panel B" is a reference
@@ -183,6 +183,8 @@ def _judge_bare(text: str, cand: Candidate, before: str) -> Candidate | None:
     if len(cand.labels) > 1:
         if not re.match(r"\s+\w", text[end:]) or "," in m_text(text, cand):
             return None
+        if not clause_start(text, start) and not re.search(r"[-–—]", m_text(text, cand)):
+            return None  # "Clades A, B and C are ..." is prose
         # "A–D from the left side" opens a clause; "... ventral view 3–4 Species" a list item
         cand.strong = clause_start(text, start)
         cand.weak = not cand.strong

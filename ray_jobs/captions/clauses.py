@@ -10,10 +10,11 @@ from __future__ import annotations
 import re
 
 _ABBREV = re.compile(
-    r"(?:\b[A-Z]|\b(?:fig|figs|sp|spp|nov|gen|n|no|nos|vs|ca|approx|cf|al|e\.g|i\.e|ref|refs|"
+    r"(?:(?-i:\b[A-Z])|\b(?:fig|figs|sp|spp|nov|gen|n|no|nos|vs|ca|approx|cf|al|e\.g|i\.e|ref|refs|"
     r"st|dr|mr|mrs|var|subsp|ssp|resp|max|min|vol|eq|ed|incl|exp|tab))\.$",
     re.I,
 )
+_GENE_START = re.compile(r"[a-z]{1,4}[A-Z0-9][\w-]*\b")
 _BREAK = re.compile(r"(?<=[.!?;])\s+")
 NOTE = re.compile(
     r"scale\s*bars?|\bbars?\s*(?:=|:|,|represent|indicate)|magnification|magnified|"
@@ -43,7 +44,8 @@ def clause_starts(text: str, sentences_only: bool = False) -> list[int]:
         if mark == "." and _ABBREV.search(text[max(0, m.start() - 8) : m.start()]):
             continue
         nxt = text[m.end() : m.end() + 1]
-        if mark != ";" and not (nxt.isupper() or nxt in "([*#†" or nxt.isdigit()):
+        gene = _GENE_START.match(text, m.end())  # "mRNA levels ...", "p53 staining ..."
+        if mark != ";" and not (nxt.isupper() or nxt in "([*#†" or nxt.isdigit() or gene):
             continue
         starts.append(m.end())
     return starts
@@ -59,7 +61,7 @@ def is_note(sentence: str) -> bool:
     return bool(NOTE.search(sentence) or _ABBREVIATION_LIST.search(sentence))
 
 
-def notes_start(text: str, share_long: bool = True) -> int:
+def notes_start(text: str, share_long: bool = True, names: re.Pattern[str] | None = None) -> int:
     """Where the shared notes at the end of ``text`` (the last panel's text) begin.
 
     Notes are the trailing sentences that read like notes (scale bars, magnification,
@@ -67,7 +69,8 @@ def notes_start(text: str, share_long: bool = True) -> int:
     basiocranium. bo, basioccipital; bs, ..."). Failing that, with ``share_long``, when the
     text runs to three sentences or more, everything after its first sentence is taken as
     shared: captions end with what applies to the whole figure more often than with a long
-    account of the last panel.
+    account of the last panel, unless a later sentence names a panel again (``names``:
+    "... (D, middle graph).").
     """
     end = len(text)
     glued = re.search(r"(?<=[.!?])\s+(?=[a-z][\w.]{0,7}\s*[,=]\s)", text)
@@ -81,5 +84,6 @@ def notes_start(text: str, share_long: bool = True) -> int:
     while cut > 1 and is_note(text[parts[cut - 1][0] : parts[cut - 1][1]]):
         cut -= 1
     if share_long and cut == len(parts) and len(parts) >= 3:
-        cut = 1
+        named = names is not None and any(names.search(text[a:b]) for a, b in parts[1:])
+        cut = len(parts) if named else 1
     return parts[cut][0] if cut < len(parts) else end

@@ -86,7 +86,10 @@ def _split(text: str, bold: frozenset[str], start: str | None = None) -> SplitCa
         return SplitCaption(preamble=text)
     groups = _merge_open(text, _groups(text, run))
     preamble = text[: groups[0].cut].strip()
-    notes = groups[-1].begin + notes_start(text[groups[-1].begin :], SHARE_LONG_ENDING)
+    last = _unique([label for c in groups[-1].cands for label in c.labels])
+    named = re.compile(r"\((?:" + "|".join(map(re.escape, last)) + r")\b")  # "(D, middle graph)"
+    tail = text[groups[-1].begin :]
+    notes = groups[-1].begin + notes_start(tail, SHARE_LONG_ENDING, named)
     subcaptions: list[Subcaption] = []
     for group, nxt in zip(groups, [*groups[1:], None], strict=True):
         end = nxt.cut if nxt else notes
@@ -229,7 +232,7 @@ def _valid(run: list[Candidate], start: str | None) -> bool:
         unbroken = all(b.keys[0].follows(a.keys[-1]) for a, b in pairwise(run))
         digits = run[0].keys[0].scheme == "D"
         need = 2 if start else 4 if digits and not any(c.strong for c in run) else 3
-        return unbroken and len(labels) >= need
+        return unbroken and len(labels) >= need and (bool(start) or len(run) >= 3)
     return True
 
 
