@@ -1,4 +1,10 @@
-"""Panel detection throughput: the shipped YOLO checkpoint against RT-DETR-l, same images.
+"""Panel detection: held-out accuracy per method and checkpoint, then throughput.
+
+First the held-out protocol (``ray_jobs/figures/protocol.py``): on the independent figure
+family, the generator's held-out seed and the ten real figures, F1@0.5, mAP@0.5, exact-count
+rate and panels/s for each checkpoint given (the shipped one by default) through the product's
+own path (``PanelDetector.detect``), for the separator cut alone, and for the detector checked
+by the cut (``second_opinion``). Then throughput: the shipped YOLO checkpoint against RT-DETR-l.
 
 RT-DETR-l is built from its ultralytics YAML (the DAB-DETR-class transformer Open-PMC used),
 untrained: its boxes are meaningless, its speed is not. Both run through the same extraction
@@ -16,8 +22,11 @@ import time
 from pathlib import Path
 
 from ray_jobs.config import DetectorSettings
+from ray_jobs.figures import protocol
 from ray_jobs.figures.detector_train import build_model
+from ray_jobs.figures.images import decode_image
 from ray_jobs.figures.panels import PanelDetector, resolve_weights
+from ray_jobs.figures.second_opinion import cut_panels, second_opinion
 from ray_jobs.figures.synth.generate import make_figure, write_dataset
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,13 +50,70 @@ def time_detector(detector: PanelDetector, items: list[tuple[str, bytes]], repea
     return best, panels
 
 
+def held_out(weights: list[str], n: int, imgsz: int) -> None:
+    """One row per (set, method): what each checkpoint and the cut deliver on unseen figures."""
+    sets = {
+        f"family (seed {protocol.FAMILY_SEED}, {n})": protocol.family(n),
+        f"generator (seed {protocol.GENERATOR_SEED}, {n})": protocol.generator(n),
+        "real (medicat, 10)": protocol.real(),
+    }
+    header = f"{'set':<28} {'method':<34} {'F1@0.5':>7} {'mAP@0.5':>8} {'exact':>6} {'panels/s':>9}"
+    print(header)
+    print("-" * len(header))
+
+    def line(set_name: str, method: str, result: dict) -> None:
+        def fmt(v: float | None, width: int) -> str:
+            return f"{v:>{width}.3f}" if v is not None else f"{'-':>{width}}"
+
+        print(
+            f"{set_name:<28} {method:<34} {fmt(result['F1@0.5'], 7)} {fmt(result['mAP@0.5'], 8)} "
+            f"{fmt(result['exact_count'], 6)} {fmt(result['panels_per_s'], 9)}"
+        )
+
+    for set_name, items in sets.items():
+        inputs = [(item.key, item.data) for item in items]
+        images = [decode_image(data) for _, data in inputs]
+        start = time.perf_counter()
+        cut = [(b, [None] * len(b)) for b in (cut_panels(img) for img in images)]
+        line(
+            set_name, "separator cut alone", protocol.score(items, cut, time.perf_counter() - start)
+        )
+        for path in weights:
+            detector = PanelDetector(DetectorSettings(weights=path, imgsz=imgsz))
+            detector.detect(inputs[:2], with_crops=False)  # warm-up
+            start = time.perf_counter()
+            figures, _ = detector.detect(inputs, with_crops=False)
+            seconds = time.perf_counter() - start
+            found = [([p.bbox for p in f.panels], [p.score for p in f.panels]) for f in figures]
+            line(set_name, f"{detector.name} (detector)", protocol.score(items, found, seconds))
+            start = time.perf_counter()
+            combined = [
+                second_opinion(img, boxes, scores)[:2]
+                for img, (boxes, scores) in zip(images, found, strict=True)
+            ]
+            extra = time.perf_counter() - start
+            line(
+                set_name,
+                f"{detector.name} + cut (combined)",
+                protocol.score(items, combined, seconds + extra),
+            )
+    print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--synthetic", type=int, default=30)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--imgsz", type=int, default=DetectorSettings().imgsz)
     parser.add_argument("--generator-figures", type=int, default=60)
+    parser.add_argument("--held-out", type=int, default=100, help="figures per synthetic set")
+    parser.add_argument(
+        "--weights",
+        action="append",
+        help="checkpoints to score on the held-out sets (repeatable; default: the shipped one)",
+    )
     args = parser.parse_args()
+    held_out(args.weights or [DetectorSettings().weights], args.held_out, args.imgsz)
     items = figures(args.synthetic)
     settings = DetectorSettings(imgsz=args.imgsz)
     shipped = PanelDetector(settings)

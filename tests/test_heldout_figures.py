@@ -1,0 +1,106 @@
+"""The independent held-out figure family and the protocol that scores methods on it."""
+
+from __future__ import annotations
+
+import ast
+import io
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from ray_jobs.figures import protocol
+from ray_jobs.figures.heldout.figure import label_for, make_heldout_figure
+from ray_jobs.figures.metrics import iou_matrix
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_same_seed_same_bytes_and_exact_boxes() -> None:
+    seen: Counter[str] = Counter()
+    for index in range(30):
+        data, fig = make_heldout_figure(7, index)
+        if index < 3:
+            assert make_heldout_figure(7, index)[0] == data
+        img = Image.open(io.BytesIO(data))
+        assert img.size == (fig.width, fig.height)
+        boxes = np.array(fig.panels)
+        assert (boxes[:, :2] >= 0).all() and (boxes[:, 2] <= fig.width).all()
+        assert (boxes[:, 3] <= fig.height).all() and (boxes[:, 2:] > boxes[:, :2]).all()
+        ious = iou_matrix(boxes, boxes) - np.eye(len(boxes))
+        assert (ious <= 0).all(), "panels of a figure never overlap"
+        assert len(fig.labels) == len(fig.label_texts) == len(fig.panels)
+        p = fig.params
+        seen[p["gutter_style"]] += 1
+        seen.update(k for k in ("title", "legend", "caption", "labels_outside") if p[k])
+        seen["inset"] += p["insets"] > 0
+        seen.update(f"kind:{k}" for k in p["kinds"])
+    assert {"none", "thin", "wide", "title", "caption", "inset"} <= set(seen)
+    assert {"kind:bars", "kind:stripes", "kind:gradient", "kind:table"} <= set(seen)
+    assert make_heldout_figure(8, 0)[0] != make_heldout_figure(7, 0)[0]
+
+
+def test_touching_panels_touch() -> None:
+    """Gutterless figures are really gutterless: neighbouring boxes share an edge."""
+    touching = 0
+    for index in range(40):
+        _, fig = make_heldout_figure(3, index)
+        if fig.params["gutter"] == 0 and len(fig.panels) > 1:
+            edges = {b[2] for b in fig.panels} & {b[0] for b in fig.panels}
+            touching += bool(edges)
+    assert touching >= 5
+
+
+def test_label_schemes() -> None:
+    assert [label_for("A", i) for i in range(3)] == ["A", "B", "C"]
+    assert label_for("(a)", 1) == "(b)" and label_for("i", 3) == "iv"
+    assert label_for("a1", 2) == "a3" and label_for("A.", 0) == "A."
+
+
+def test_family_is_independent_of_the_training_generator() -> None:
+    """No module of the family imports the training generator, and nothing that trains
+    imports the family."""
+    for path in (REPO / "ray_jobs/figures/heldout").glob("*.py"):
+        tree = ast.parse(path.read_text())
+        names = [
+            n.module if isinstance(n, ast.ImportFrom) else a.name
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Import | ast.ImportFrom)
+            for a in (n.names if isinstance(n, ast.Import) else [n])
+        ]
+        assert not any(name and "synth" in name for name in names), path
+    for trainer in ("ray_jobs/figures/detector_train.py", "ray_jobs/figures/synth/generate.py"):
+        assert "heldout" not in (REPO / trainer).read_text()
+
+
+@pytest.mark.parametrize(
+    ("caption", "count"),
+    [
+        ("Figure 4. Nuclear magnetic resonance scan.", 1),
+        ("Figure 1. (A) Barium enema and (B) endoscopic image.", 2),
+        ("Brain CT (A) and MR diffusion images (B, C) showing no lesion.", 3),
+        ("Mid sagittal (A, C) and axial MRI (B, D) of the spine.", 4),
+        ("Serial images (A–D) of the lesion.", 4),
+    ],
+)
+def test_caption_count(caption: str, count: int) -> None:
+    assert protocol.caption_count(caption) == count
+
+
+def test_real_figures_gold_is_their_caption_count() -> None:
+    items = protocol.real()
+    assert len(items) == 10 and all(i.boxes is None for i in items)
+    assert sorted(i.count for i in items) == [1, 1, 1, 1, 1, 2, 2, 2, 3, 4]
+
+
+def test_score_counts_hits_misses_and_exact_counts() -> None:
+    items = protocol.family(3, seed=5)
+    perfect = [(item.boxes.tolist(), [0.9] * item.count) for item in items]
+    scores = protocol.score(items, perfect, 1.0)
+    assert scores["F1@0.5"] == 1.0 and scores["mAP@0.5"] == 1.0 and scores["exact_count"] == 1.0
+    whole = [([(0, 0, 10_000, 10_000)], [None]) for _ in items]
+    missed = protocol.score(items, whole, 1.0)
+    assert missed["F1@0.5"] < 0.5 and missed["panels"] == 3
+    assert missed["exact_count"] == pytest.approx(np.mean([i.count == 1 for i in items]))
