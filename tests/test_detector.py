@@ -131,6 +131,25 @@ def test_a_bad_image_fails_alone(detector: PanelDetector, medicat: list[Path]) -
     assert only.status == "ok" and only.score is not None
 
 
+def png(width: int, height: int) -> bytes:
+    pixels = np.random.default_rng(1).integers(0, 255, (height, width, 3), dtype=np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, format="PNG")
+    return out.getvalue()
+
+
+def test_strips_and_tiny_figures_pass_whole_with_a_reason(detector: PanelDetector) -> None:
+    items = [("strip", png(2000, 100)), ("tiny", png(40, 30)), ("dot", png(1, 1))]
+    figures, failures = detector.detect(items)
+    assert failures == []
+    found = {f.figure_key: [(p.status, p.reason, p.bbox) for p in f.panels] for f in figures}
+    assert found == {
+        "strip": [("fallback", "extreme_aspect", (0, 0, 2000, 100))],
+        "tiny": [("fallback", "tiny_figure", (0, 0, 40, 30))],
+        "dot": [("fallback", "tiny_figure", (0, 0, 1, 1))],
+    }
+
+
 def test_cli_detect_with_overlay(medicat: list[Path], tmp_path: Path) -> None:
     overlay = tmp_path / "overlay.png"
     proc = subprocess.run(

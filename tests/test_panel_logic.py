@@ -16,6 +16,7 @@ from ray_jobs.figures.panels import (
     RawBox,
     attach_labels,
     build_panels,
+    figure_guard,
     reading_order,
     select_panels,
 )
@@ -120,6 +121,7 @@ def test_figure_without_confident_boxes_is_one_fallback_panel() -> None:
     )
     (panel,) = fig.panels
     assert panel.status == "fallback" and panel.score is None
+    assert panel.reason == "no_confident_panel"
     assert panel.bbox == (0, 0, 120, 80) and panel.crop_size == (120, 80)
     assert Image.open(io.BytesIO(panel.crop)).size == (120, 80)
 
@@ -157,3 +159,16 @@ def test_iou_and_average_precision() -> None:
     summary = summarize(perfect, gt, 0.25)
     assert summary["mAP50"] == 1.0 and summary["mAP50_95"] == 1.0 and summary["F1@0.5"] == 1.0
     assert average_precision([Detections(np.zeros((0, 4)), np.zeros(0))] * 2, gt, 0.5) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("size", "reason"),
+    [((2000, 100), "extreme_aspect"), ((70, 1500), "extreme_aspect"), ((63, 200), "tiny_figure")],
+)
+def test_strips_and_tiny_figures_are_one_panel_with_a_reason(size, reason) -> None:  # type: ignore[no-untyped-def]
+    assert figure_guard(*size) == reason
+    confident = [RawBox((0, 0, size[0] // 2, size[1]), 0.9, PANEL)]
+    fig = build_panels("k", jpeg(*size), confident, SETTINGS, "det", "v1")
+    (panel,) = fig.panels
+    assert (panel.status, panel.reason, panel.bbox) == ("fallback", reason, (0, 0, *size))
+    assert figure_guard(1900, 100) is None and figure_guard(64, 64) is None

@@ -49,6 +49,8 @@ class Panel:
     label_bbox: Box | None = None
     label_score: float | None = None
     status: str = "ok"  # ok | fallback
+    # why a fallback is the whole figure: tiny_figure | extreme_aspect | no_confident_panel
+    reason: str | None = None
     detector: str = ""
     detector_version: str = ""
     crop: bytes | None = None
@@ -71,6 +73,19 @@ class FigurePanels:
     height: int
     panels: list[Panel] = field(default_factory=list)
     dropped: list[Dropped] = field(default_factory=list)
+
+
+MIN_FIGURE_SIDE = 64  # below this no detector sees panels: the figure is one
+MAX_ASPECT = 20.0  # a strip this long letterboxes to a line of pixels
+
+
+def figure_guard(width: int, height: int) -> str | None:
+    """Why a figure is passed through as one panel without asking the model, or None."""
+    if min(width, height) < MIN_FIGURE_SIDE:
+        return "tiny_figure"
+    if max(width, height) >= MAX_ASPECT * min(width, height):
+        return "extreme_aspect"
+    return None
 
 
 def resolve_weights(path: str) -> Path:
@@ -265,10 +280,14 @@ def build_panels(
 ) -> FigurePanels:
     width, height = image.size
     result = FigurePanels(key, width, height)
+    guard = figure_guard(width, height)
+    if guard:
+        raw = []
     kept, result.dropped = select_panels(key, raw, width, height, settings)
     kept = drop_blank(key, image, kept, settings.blank_std, result.dropped)
     if not kept:  # nothing confident: the figure is one panel
         kept = [((0, 0, width, height), None)]  # type: ignore[list-item]
+        guard = guard or "no_confident_panel"
     boxes = [b for b, _ in kept]
     labels = [
         (
@@ -301,6 +320,7 @@ def build_panels(
                 label_bbox=label[0] if label else None,
                 label_score=round(float(label[1]), 4) if label else None,
                 status="fallback" if score is None else "ok",
+                reason=guard if score is None else None,
                 detector=detector,
                 detector_version=version,
                 crop=crop,
@@ -391,7 +411,10 @@ class PanelDetector:
         for start in range(0, len(decoded), step):
             chunk = decoded[start : start + step]
             try:
-                raws = self.predict([img for _, img in chunk])
+                asked = [i for i, (_, img) in enumerate(chunk) if not figure_guard(*img.size)]
+                raws = [[] for _ in chunk]  # a guarded figure is never shown to the model
+                for i, boxes in zip(asked, self.predict([chunk[i][1] for i in asked]), strict=True):
+                    raws[i] = boxes
             except Exception as exc:  # a model fault fails this chunk's figures, not the job
                 failures.extend(FailureRecord.from_exception(k, STAGE, exc) for k, _ in chunk)
                 continue
