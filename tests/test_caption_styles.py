@@ -97,6 +97,16 @@ def test_sub_labels_fold_into_their_panel(caption: str, expected: list[str]) -> 
     assert labels(caption) == expected
 
 
+def test_primed_views_and_dashed_labels() -> None:
+    assert labels("Skin. (A, A′) Lesion and detail. (B, B′) Healed skin.") == ["A", "B"]
+    shared = texts("Views (A and A'), (B and B'), and (C and C') of both knees.")
+    assert set(shared.values()) == {"Views of both knees."}
+    assert texts("Knee. A - Axial T1 image; B - coronal T2 image.") == {
+        "A": "Axial T1 image;",
+        "B": "coronal T2 image.",
+    }
+
+
 def test_panel_words_in_prose() -> None:
     got = texts(
         "Egg morphology. Panel A shows an intact egg. Panel B shows a cracked egg. "

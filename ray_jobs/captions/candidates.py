@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ray_jobs.captions.labels import POSITIONS, SPEC, LabelKey, expand, key_of
+from ray_jobs.captions.labels import POSITIONS, SPEC, LabelKey, expand, key_of, unprime
 
 _POS = "|".join(p.replace(" ", r"\s+") for p in POSITIONS)
 _CANDIDATES = re.compile(
@@ -20,13 +20,14 @@ _CANDIDATES = re.compile(
     rf"|\(\s*(?P<paren_note>{SPEC})\s*[,;]\s*[^()]{{1,60}}\)"  # (C, in red, 200x)
     rf"|(?P<close>(?<![\w(])(?:{SPEC}))\)"  # A)  a)
     rf"|(?P<punct>(?<![\w(’'-])(?:panels?\s+)?(?:{SPEC}))(?P<punct_mark>[.:,])(?=\s|$)"  # A. A:
+    rf"|(?P<dash>(?<![\w(])(?:{SPEC}))\s+[–—-]\s+(?=\S)"  # A – Axial CT
     rf"|(?P<prose>(?<![\w(])panels?\s+(?:{SPEC}))(?=\s+[a-z])"  # Panel A shows
     rf"|(?P<bare>(?<![\w’'/–-])(?:{SPEC}))(?=\s+[\w*(])"  # a *10, B Whole mount, A Palp
     rf"|(?P<pos>(?<![\w])(?:{_POS})(?:\s+panels?)?)\s*(?P<pos_mark>[:)])"  # Left: (left)
     rf"|\((?P<pos_paren>{_POS})\)",
     re.IGNORECASE,
 )
-_KINDS = ("paren", "paren_note", "close", "punct", "prose", "bare", "pos", "pos_paren")
+_KINDS = ("paren", "paren_note", "close", "punct", "dash", "prose", "bare", "pos", "pos_paren")
 _REFERENCE = re.compile(
     r"(?:\b(?:in|see|of|from|to|with|as|than|versus|vs\.?|like|by|on|at|between)\s*|[=<>])$",
     re.I,
@@ -93,7 +94,7 @@ def find(text: str, bold: frozenset[str], roman: bool) -> list[Candidate]:
             labels = [" ".join(re.sub(r"\s+panels?$", "", spec, flags=re.I).lower().split())]
             kind = "pos"
         else:
-            labels = expand(spec, roman)
+            labels = list(dict.fromkeys(unprime(label) for label in expand(spec, roman)))
         keys = [key_of(label, roman) for label in labels]
         if not labels or any(k is None for k in keys):
             continue
@@ -149,6 +150,10 @@ def _judge(
             cand.strong = listed and mark != "."
         else:  # "A, text" is sure at a sentence start, less so after ";" ("dorsal; A, B")
             cand.strong = bolded or mark != "," or _sentence_start(text, start)
+    elif kind == "dash":
+        if not clause:
+            return None  # "type A - B" and ranges inside a sentence are not labels
+        cand.strong = True
     elif kind == "prose":
         if not clause:
             return None  # "as shown in panel B" is a reference

@@ -26,10 +26,12 @@ POSITIONS = (
     "centre",
 )
 
-# one label: a letter with an optional number ("B", "b2", "a-1"), a number, or a roman numeral
+# one label: a letter with an optional number ("B", "b2", "a-1") or primes ("A′": a view of
+# panel A, read as A), a number, or a roman numeral
 LABEL = (
     r"(?<![A-Za-z0-9])"
-    r"(?:[A-Za-z](?:-?\d{1,2})?(?![A-Za-z0-9])|\d{1,2}(?![\d.,]?\d)|[ivxIVX]{2,4}(?![A-Za-z]))"
+    r"(?:[A-Za-z](?:-?\d{1,2})?(?:['′’]{1,3}(?!\w))?(?![A-Za-z0-9])|\d{1,2}(?![\d.,]?\d)"
+    r"|[ivxIVX]{2,4}(?![A-Za-z]))"
 )
 # several: "A–C", "A, B", "A and B", "A-C and E", "B1-B3", "C, D, and E" (", and" keeps E)
 SPEC = rf"{LABEL}(?:\s*(?:,\s*(?:and|&)|,|and|&|[-–—]|to)\s*{LABEL})*"
@@ -60,7 +62,7 @@ class LabelKey:
 
 
 def key_of(label: str, roman_scheme: bool = False) -> LabelKey | None:
-    text = label.strip()
+    text = unprime(label.strip())
     low = text.lower()
     if " ".join(low.split()) in POSITIONS:
         return LabelKey("P", POSITIONS.index(" ".join(low.split())), 0)
@@ -76,6 +78,10 @@ def key_of(label: str, roman_scheme: bool = False) -> LabelKey | None:
     if low in ROMAN:
         return LabelKey("R", ROMAN.index(low), 0)
     return None
+
+
+def unprime(label: str) -> str:
+    return label.rstrip("'′’")
 
 
 def expand(spec: str, roman_scheme: bool = False) -> list[str]:

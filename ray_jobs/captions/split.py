@@ -300,15 +300,18 @@ def _fragments(text: str, group: _Group, end: int) -> list[Subcaption] | None:
 
 def _unmark(text: str, group: _Group, end: int) -> str:
     """The group's text without the markers of labels that sit inside it ("(b)" in "... the
-    prostate (a) and the penile specimen (b)."): each panel's text reads as plain prose."""
-    out, pos = [], group.begin
+    prostate (a) and the penile specimen (b)."): each panel's text reads as plain prose.
+    Markers side by side ("(A and A′), (B and B′), and (C)") go as one."""
+    out, pos, removed = [], group.begin, False
     for c in group.cands:
         if group.begin <= c.start and c.end <= end:
-            out.append(text[pos : c.start].rstrip())
-            pos = c.end
+            gap = text[pos : c.start]
+            if not (removed and re.fullmatch(r"[\s,;]*(?:and|or|&)?\s*", gap)):
+                out.append(gap.rstrip())
+            pos, removed = c.end, True
     out.append(text[pos:end])
-    joined = "".join(out) if len(out) > 1 else out[0]
-    return re.sub(r"\s+([,.;:])", r"\1", joined) if len(out) > 1 else joined
+    joined = "".join(out)
+    return re.sub(r"\s+([,.;:])", r"\1", joined) if removed else joined
 
 
 def _clean_joined(segment: str) -> str:
