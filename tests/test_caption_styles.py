@@ -168,6 +168,18 @@ def test_clauses_after_a_label_in_its_sentence() -> None:
     assert got["C"] == "Macrophage infiltration in tissue."
 
 
+def test_list_items_and_headers() -> None:
+    got = texts("Vertebra. A, anterior; B, posterior; C, dorsal; and D, ventral views.")
+    assert got["C"] == "dorsal; and" and got["D"] == "ventral views."
+    got = texts(
+        "Elbow. A and B, fracture at age 6. C and D, after reduction. Result after 9 years: "
+        "E and F, normal elbow; G and H, operated elbow."
+    )
+    assert got["C"] == "after reduction."
+    assert got["E"] == "Result after 9 years: normal elbow;"
+    assert got["H"] == "Result after 9 years: operated elbow."
+
+
 def test_first_panel_unnamed() -> None:
     caption = (
         "A woman with a pelvic mass. Ultrasound shows the mass. CT (B) shows fat. "
