@@ -87,6 +87,8 @@ class OutputSettings(_Section):
     uri: str = "output"
     s3: OutputS3Settings = Field(default_factory=OutputS3Settings)
     articles_per_part: int = Field(default=500, ge=1)
+    # one run at a time per output: a run's lease outlives its last heartbeat by this long
+    lease_ttl_s: float = Field(default=300.0, ge=5)
 
 
 class DetectorSettings(_Section):
@@ -158,6 +160,12 @@ class PipelineSettings(_Section):
     """
 
     ray_address: str | None = None  # None: RAY_ADDRESS when set, else a local Ray instance
+    # an autoscaler adds nodes on demand: a cluster too small now only warns before the run
+    autoscaling: bool = False
+    # fail, saying what was waited for, when the stages' minimum actors have not all started
+    # in this long, or when no stage has moved a block in this long; -1: wait for ever
+    actor_start_timeout_s: int = Field(default=600, ge=-1)
+    no_progress_timeout_s: int = Field(default=1800, ge=-1)
     fetch: StageResources = Field(
         default_factory=lambda: StageResources(num_cpus=0.25, batch_size=4)
     )

@@ -37,6 +37,7 @@ from ray_jobs.pipeline.rows import ARTICLE, DROPPED, FAILED, OK, ROW_SCHEMA, Row
 from ray_jobs.pmc.ledger import Ledger, LedgerEntry, read_parquet, write_parquet
 from ray_jobs.pmc.records import ArticleRef
 from ray_jobs.shards import manifest as mf
+from ray_jobs.shards.lease import OutputLease
 from ray_jobs.shards.records import REJECT_SCHEMA, PanelRecord
 from ray_jobs.shards.storage import Storage, open_storage
 from ray_jobs.shards.writer import ShardInfo, ShardWriter
@@ -237,6 +238,19 @@ def connect_ray(settings: Settings) -> None:
     ray.init(address=address, log_to_driver=True, configure_logging=False)
 
 
+def preflight(settings: Settings, enrich: bool) -> None:
+    """Refuse, before any work, a pipeline whose minimum pools the cluster cannot place."""
+    import ray
+
+    from ray_jobs.pipeline.preflight import check_cluster, nodes_from_ray, stage_asks
+
+    check_cluster(
+        stage_asks(settings.pipeline, enrich),
+        nodes_from_ray(ray.nodes()),
+        autoscaling=settings.pipeline.autoscaling,
+    )
+
+
 def build_pipeline(
     settings: Settings, refs: list[ArticleRef], known: list[tuple[str, str, str]], enrich: bool
 ):  # type: ignore[no-untyped-def]
@@ -249,13 +263,18 @@ def build_pipeline(
     ctx = ray.data.DataContext.get_current()
     ctx.execution_options.preserve_order = True
     p = settings.pipeline
+    ctx.wait_for_min_actors_s = p.actor_start_timeout_s
+    ctx.execution_no_progress_timeout_s = p.no_progress_timeout_s
     items = [
         {"key": r.key, "status": stages.REF, "image": None, "record": json.dumps(asdict(r))}
         for r in refs
     ]
     table = pa.Table.from_pylist(items, schema=ROW_SCHEMA)
-    blocks = max(1, min(math.ceil(len(refs) / p.fetch.batch_size), 10_000))
-    ds = ray.data.from_arrow(table).repartition(blocks)
+    # blocks cut here, not by a repartition: an all-to-all step needs a whole free CPU on one
+    # node for its tasks (it hung on nodes whose CPUs the actors had shared out) and turns
+    # Ray Data's no-progress guard off
+    step = max(1, math.ceil(len(refs) / min(math.ceil(len(refs) / p.fetch.batch_size), 10_000)))
+    ds = ray.data.from_arrow([table.slice(i, step) for i in range(0, max(len(refs), 1), step)])
     ds = ds.map_batches(
         stages.FetchStage, fn_constructor_args=(settings,), **map_batches_args(p.fetch)
     )
@@ -344,6 +363,16 @@ def run_build(settings: Settings) -> BuildReport:
             f"{storage.uri} holds a `pmcvl ingest` articles table; the two jobs keep separate "
             "ledgers, so give the dataset build its own output.uri"
         )
+    with OutputLease(storage, run_id, settings.output.lease_ttl_s) as lease:
+        return _build(settings, storage, report, lease)
+
+
+def _build(
+    settings: Settings, storage: Storage, report: BuildReport, lease: OutputLease
+) -> BuildReport:
+    """The run, holding the output's lease: orphans of a killed run are removed only now (they
+    cannot be a live run's files), and every commit first checks the lease is still ours."""
+    run_id = report.run_id
     ledger = Ledger.load(storage)
     committed = ledger.committed_parts()
     report.orphans_removed = ledger.remove_orphans((FAILURES, REJECTS)) + mf.remove_orphans(
@@ -363,6 +392,7 @@ def run_build(settings: Settings) -> BuildReport:
         else:
             log.warning("caption enrichment skipped: %s", report.enrichment["reason"])
         connect_ray(settings)
+        preflight(settings, report.enrichment["enabled"])
         ds = build_pipeline(
             settings, pending, known_panels(storage, parts), report.enrichment["enabled"]
         )
@@ -381,9 +411,11 @@ def run_build(settings: Settings) -> BuildReport:
         for row in iter_rows(ds):
             part.take(row, writers)
             if part.counts["articles"] >= per_part:
+                lease.check()
                 _commit(part, storage, ledger, writers, run_id, report, parts)
                 part = PartBuilder(f"{run_id}-{len(report.parts):05d}")
         if part.counts["articles"]:
+            lease.check()
             _commit(part, storage, ledger, writers, run_id, report, parts)
 
     current = mf.read_manifest(storage)
@@ -394,6 +426,7 @@ def run_build(settings: Settings) -> BuildReport:
     ):
         log.info("nothing to do: the dataset at %s is up to date", storage.uri)
         return report  # a rerun over the same input writes nothing
+    lease.check()
     ledger.compact()
     write_outputs(storage, settings, parts, report)
     return report

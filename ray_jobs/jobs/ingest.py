@@ -35,6 +35,7 @@ from ray_jobs.pmc.jats import parse_package
 from ray_jobs.pmc.ledger import Ledger, LedgerEntry, read_parquet, write_parquet
 from ray_jobs.pmc.records import ArticleRef
 from ray_jobs.pmc.sources import ArticleSource, open_source
+from ray_jobs.shards.lease import OutputLease
 from ray_jobs.shards.storage import Storage, open_storage
 
 log = logging.getLogger(__name__)
@@ -149,6 +150,20 @@ def run_ingest(settings: Settings, *, progress: bool = True) -> IngestReport:
             f"{storage.uri} holds a dataset built by `pmcvl run`; the two jobs keep separate "
             "ledgers, so give the ingest its own output.uri"
         )
+    with OutputLease(storage, run_id, settings.output.lease_ttl_s) as lease:
+        return _ingest(settings, storage, source, report, lease, progress)
+
+
+def _ingest(
+    settings: Settings,
+    storage: Storage,
+    source: ArticleSource,
+    report: IngestReport,
+    lease: OutputLease,
+    progress: bool,
+) -> IngestReport:
+    """The run, holding the output's lease (see :mod:`ray_jobs.shards.lease`)."""
+    run_id = report.run_id
     ledger = Ledger.load(storage)
     report.orphans_removed = ledger.remove_orphans((ARTICLES, FAILURES))
     log.info("ledger at %s knows %d article versions", storage.uri, len(ledger))
@@ -176,6 +191,7 @@ def run_ingest(settings: Settings, *, progress: bool = True) -> IngestReport:
             for outcome in pool.map(lambda r: _process(source, r, settings), chunk):
                 outcomes.append(outcome)
                 bar.advance(task)
+            lease.check()
             _write_part(storage, ledger, f"{run_id}-{index:05d}", outcomes, report)
             report.processed += len(chunk)
 

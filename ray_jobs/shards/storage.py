@@ -2,11 +2,15 @@
 
 Keys are relative, ``/``-separated and checked: nothing can be written outside the root.
 Writes are atomic (a temp file renamed into place locally; a single PUT on S3), so a reader
-never sees half an object.
+never sees half an object. ``create`` and ``replace`` are conditional writes (create only if
+absent, replace only if unchanged since read: S3's ``If-None-Match`` / ``If-Match``; locally a
+hard link and a file lock), what a lease on the output needs.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import tempfile
 from collections.abc import Iterator
@@ -20,6 +24,9 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from ray_jobs.config import S3Settings
+
+# a conditional PUT that lost: taken (If-None-Match), changed or gone (If-Match)
+_CONDITION_FAILED = ("PreconditionFailed", "ConditionalRequestConflict", "NoSuchKey")
 
 
 def s3_client(settings: S3Settings):  # type: ignore[no-untyped-def]
@@ -49,6 +56,10 @@ class Storage(Protocol):
     def exists(self, key: str) -> bool: ...
     def list(self, prefix: str) -> Iterator[str]: ...
     def delete(self, key: str) -> None: ...
+    # conditional writes return the new version, or None when the condition failed
+    def create(self, key: str, data: bytes) -> str | None: ...
+    def read_versioned(self, key: str) -> tuple[bytes, str]: ...
+    def replace(self, key: str, data: bytes, version: str) -> str | None: ...
 
 
 class LocalStorage:
@@ -62,8 +73,8 @@ class LocalStorage:
     def read_bytes(self, key: str) -> bytes:
         return self._path(key).read_bytes()
 
-    def write_bytes(self, key: str, data: bytes) -> None:
-        path = self._path(key)
+    def _staged(self, path: Path, data: bytes) -> str:
+        """``data`` in a synced temp file next to ``path``; the caller moves it into place."""
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
@@ -71,10 +82,49 @@ class LocalStorage:
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return tmp
+
+    def write_bytes(self, key: str, data: bytes) -> None:
+        path = self._path(key)
+        tmp = self._staged(path, data)
+        try:
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+    def create(self, key: str, data: bytes) -> str | None:
+        """Write ``key`` only if it does not exist (a hard link fails if the name is taken)."""
+        path = self._path(key)
+        tmp = self._staged(path, data)
+        try:
+            os.link(tmp, path)
+            return hashlib.sha256(data).hexdigest()
+        except FileExistsError:
+            return None
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+
+    def read_versioned(self, key: str) -> tuple[bytes, str]:
+        data = self._path(key).read_bytes()
+        return data, hashlib.sha256(data).hexdigest()
+
+    def replace(self, key: str, data: bytes, version: str) -> str | None:
+        """Overwrite ``key`` only if its content is still the one ``version`` was read from."""
+        path = self._path(key)
+        with open(path.with_name(f".{path.name}.lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # replacers on this machine take turns
+            try:
+                current = hashlib.sha256(path.read_bytes()).hexdigest()
+            except FileNotFoundError:
+                return None
+            if current != version:
+                return None
+            self.write_bytes(key, data)
+            return hashlib.sha256(data).hexdigest()
 
     def exists(self, key: str) -> bool:
         return self._path(key).is_file()
@@ -112,6 +162,34 @@ class S3Storage:
 
     def write_bytes(self, key: str, data: bytes) -> None:
         self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+
+    def _conditional_put(self, key: str, data: bytes, **condition: str) -> str | None:
+        try:
+            put = self.client.put_object(
+                Bucket=self.bucket, Key=self._key(key), Body=data, **condition
+            )
+            return put["ETag"]
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code")
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if code in _CONDITION_FAILED or status in (404, 409, 412):
+                return None
+            raise
+
+    def create(self, key: str, data: bytes) -> str | None:
+        return self._conditional_put(key, data, IfNoneMatch="*")
+
+    def read_versioned(self, key: str) -> tuple[bytes, str]:
+        try:
+            got = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                raise FileNotFoundError(f"{self.uri}/{key}") from None
+            raise
+        return got["Body"].read(), got["ETag"]
+
+    def replace(self, key: str, data: bytes, version: str) -> str | None:
+        return self._conditional_put(key, data, IfMatch=version)
 
     def exists(self, key: str) -> bool:
         try:

@@ -191,6 +191,7 @@ is mounted, as in the main container) with fetch_s3.py:
   "classifier" (dict "weights" "/opt/pmcvl/models/modality-classifier/resnet18-modality.pt")
   "longcap" (dict "enabled" $v.vllm.enabled)
   "training" $training
+  "pipeline" (dict "autoscaling" (and $v.ray.enabled $v.ray.autoscaler.enabled))
 -}}
 {{- if $v.vllm.enabled -}}
 {{- $_ := set $derived.longcap "base_url" (printf "http://%s:%v" (include "pmcvl.vllmName" .) $v.vllm.service.port) -}}

@@ -1,0 +1,128 @@
+"""The build on clusters of other shapes: several one-CPU nodes (Ray's own
+``ray.cluster_utils.Cluster``) give the same bytes as one node, and a pipeline the cluster
+cannot place is refused at once, saying what it asked and what the cluster has."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from ray_jobs.config import load_settings
+from ray_jobs.jobs.build_dataset import run_build
+from ray_jobs.pipeline.preflight import (
+    ClusterTooSmall,
+    NodeCapacity,
+    StageAsk,
+    check_cluster,
+    problems,
+)
+from ray_jobs.pmc.sample_corpus import write_corpus
+
+N_ARTICLES = 6
+
+
+def test_problems_on_constructed_clusters() -> None:
+    cpu_only = [NodeCapacity("a", 2, 0), NodeCapacity("b", 2, 0)]
+    small = [StageAsk("fetch", 1, 0, 1), StageAsk("panels", 1, 0, 2)]
+    assert problems(small, cpu_only) == []  # 3 CPUs asked of 4, each actor fits a node
+    too_many = [StageAsk("fetch", 1, 0, 3), StageAsk("panels", 1, 0, 2)]
+    (total,) = problems(too_many, cpu_only)
+    assert "need 5 CPU and 0 GPU in all" in total and "has 4 CPU and 0 GPU on 2 node" in total
+    gpu = [StageAsk("panels", 1, 1, 1)]
+    found = problems(gpu, cpu_only)
+    assert len(found) == 2 and "stage panels asks 1 CPU and 1 GPU per actor" in found[0]
+    wide = [StageAsk("relevance", 3, 0, 1)]  # 4 CPUs in all, but no node has 3
+    (per_actor,) = problems(wide, cpu_only)
+    assert "no node has that much (the largest have 2 CPU, 0 GPU)" in per_actor
+    assert problems(small, []) == ["the cluster has no alive nodes"]
+    with pytest.raises(ClusterTooSmall, match=r"pipeline\.autoscaling"):
+        check_cluster(gpu, cpu_only, autoscaling=False)
+    check_cluster(gpu, cpu_only, autoscaling=True)  # nodes may come: a warning only
+
+
+def _config(corpus: Path, out: Path, **pipeline) -> dict:
+    return {
+        "source": {"kind": "local", "path": str(corpus)},
+        "output": {"uri": str(out), "articles_per_part": 2},
+        "pipeline": {"samples_per_shard": 4, **pipeline},
+    }
+
+
+def test_a_pipeline_the_cluster_cannot_place_is_refused_before_any_work(
+    ray_address, tmp_path: Path
+) -> None:
+    corpus = tmp_path / "corpus"
+    write_corpus(corpus, 2, "folders", seed=11)
+    out = tmp_path / "dataset"
+    settings = load_settings(
+        environ={}, **_config(corpus, out, panels={"num_cpus": 0.25, "num_gpus": 1})
+    )
+    with pytest.raises(ClusterTooSmall, match=r"stage panels asks 0.25 CPU and 1 GPU"):
+        run_build(settings)
+    assert not (out / "_ledger").exists() and not (out / "shards").exists()
+
+
+def _published(out: Path) -> dict[str, object]:
+    """Shards, index and stats by name and content hash; rejects and failures (files named
+    after the run) by their rows, less the time a failure was seen."""
+    got: dict[str, object] = {
+        p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for folder in ("shards", "index", "stats")
+        for p in sorted((out / folder).glob("*"))
+    }
+    for folder in ("rejects", "failures"):
+        rows = [
+            {k: v for k, v in row.items() if k != "time"}
+            for p in sorted((out / folder).glob("*.parquet"))
+            for row in pq.read_table(p).to_pylist()
+        ]
+        got[folder] = sorted(rows, key=repr)
+    return got
+
+
+@pytest.fixture(scope="module")
+def three_nodes():
+    """Three Ray nodes of one CPU each on this machine (no dashboard): the shape that once
+    hung the build at its first step."""
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(
+        initialize_head=True,
+        connect=False,
+        head_node_args={"num_cpus": 1, "include_dashboard": False},
+    )
+    for _ in range(2):
+        cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    yield cluster.address
+    cluster.shutdown()
+
+
+def test_several_one_cpu_nodes_give_the_bytes_of_one_node(
+    three_nodes, ray_address, tmp_path: Path
+) -> None:
+    corpus = tmp_path / "corpus"
+    write_corpus(corpus, N_ARTICLES, "folders", seed=12)
+    one, many = tmp_path / "one", tmp_path / "many"
+    for out, address in ((one, ray_address), (many, three_nodes)):
+        path = tmp_path / f"{out.name}.yaml"
+        path.write_text(yaml.safe_dump(_config(corpus, out)))
+        env = {**os.environ, "RAY_ADDRESS": address}
+        proc = subprocess.run(
+            [sys.executable, "-m", "ray_jobs.jobs.build_dataset", "--config", str(path)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert proc.returncode == 0, proc.stderr[-4000:]
+    got, want = _published(many), _published(one)
+    assert any(k.startswith("shards/") for k in want) and want["rejects"]
+    assert got == want
