@@ -107,6 +107,29 @@ def test_primed_views_and_dashed_labels() -> None:
     }
 
 
+@pytest.mark.parametrize(
+    ("caption", "expected"),
+    [
+        ("Western blot (A/B) and densitometry (C).", ["A", "B", "C"]),
+        ("A—Axial CT. B—Coronal CT.", ["A", "B"]),
+        ("Chest CT. (A.) Axial view. (B.) Coronal view.", ["A", "B"]),
+        ("Cells given control (upper panels, A–C) or siRNA (lower panels, D–F).", list("ABCDEF")),
+        ("(a) (b) Axial images. (c) Coronal image.", ["a", "b", "c"]),
+    ],
+)
+def test_more_label_forms(caption: str, expected: list[str]) -> None:
+    assert labels(caption) == expected
+
+
+def test_notes_around_labels_stay_in_the_text() -> None:
+    got = texts("Cells given control (upper panels, A–C) or siRNA (lower panels, D–F).")
+    assert got["A"] == "Cells given control (upper panels) or siRNA (lower panels)."
+    assert texts("Case 2. Panel (A) shows the lesion; panel (B) shows the follow-up.") == {
+        "A": "shows the lesion;",
+        "B": "shows the follow-up.",
+    }
+
+
 def test_panel_words_in_prose() -> None:
     got = texts(
         "Egg morphology. Panel A shows an intact egg. Panel B shows a cracked egg. "

@@ -16,18 +16,22 @@ from ray_jobs.captions.labels import POSITIONS, SPEC, LabelKey, expand, key_of, 
 
 _POS = "|".join(p.replace(" ", r"\s+") for p in POSITIONS)
 _CANDIDATES = re.compile(
-    rf"\(\s*(?:(?:panels?|images?)\s+)?(?P<paren>{SPEC})\s*\)"  # (A) (A–C) (panel A)
+    rf"(?:(?<![\w(])panels?\s+)?\(\s*(?:(?:panels?|images?)\s+)?(?P<paren>{SPEC})\s*[.:]?\s*\)"
     rf"|\(\s*(?P<paren_note>{SPEC})\s*[,;]\s*[^()]{{1,60}}\)"  # (C, in red, 200x)
+    rf"|\([^()]{{1,50}}[,;:]\s*(?P<paren_end>{SPEC})\s*\)"  # (upper panels, A–C)
     rf"|(?P<close>(?<![\w(])(?:{SPEC}))\)"  # A)  a)
     rf"|(?P<punct>(?<![\w(’'-])(?:panels?\s+)?(?:{SPEC}))(?P<punct_mark>[.:,])(?=\s|$)"  # A. A:
-    rf"|(?P<dash>(?<![\w(])(?:{SPEC}))\s+[–—-]\s+(?=\S)"  # A – Axial CT
+    rf"|(?P<dash>(?<![\w(])(?:{SPEC}))(?:\s+[–—-]\s+|\s*[–—]\s*(?=[A-Za-z]{{2}}))(?=\S)"  # A – CT
     rf"|(?P<prose>(?<![\w(])panels?\s+(?:{SPEC}))(?=\s+[a-z])"  # Panel A shows
     rf"|(?P<bare>(?<![\w’'/–-])(?:{SPEC}))(?=\s+[\w*(])"  # a *10, B Whole mount, A Palp
     rf"|(?P<pos>(?<![\w])(?:{_POS})(?:\s+panels?)?)\s*(?P<pos_mark>[:)])"  # Left: (left)
     rf"|\((?P<pos_paren>{_POS})\)",
     re.IGNORECASE,
 )
-_KINDS = ("paren", "paren_note", "close", "punct", "dash", "prose", "bare", "pos", "pos_paren")
+_KINDS = (
+    *("paren", "paren_note", "paren_end", "close", "punct", "dash", "prose", "bare"),
+    *("pos", "pos_paren"),
+)
 _REFERENCE = re.compile(
     r"(?:\b(?:in|see|of|from|to|with|as|than|versus|vs\.?|like|by|on|at|between)\s*|[=<>])$",
     re.I,
@@ -90,6 +94,8 @@ def find(text: str, bold: frozenset[str], roman: bool) -> list[Candidate]:
         kind = next(k for k in _KINDS if m.group(k))
         spec = re.sub(r"^(?:panels?|images?)\s+", "", m.group(kind).strip(), flags=re.I)
         start, end = m.start(), m.end("punct_mark") if kind == "punct" else m.end()
+        if kind == "paren_end":  # only the labels: the note around them stays in the text
+            start, end = m.span(kind)
         if kind in ("pos", "pos_paren"):
             labels = [" ".join(re.sub(r"\s+panels?$", "", spec, flags=re.I).lower().split())]
             kind = "pos"
@@ -132,8 +138,10 @@ def _judge(
         cand.strong = bolded or not ref
         cand.kind = "ref" if ref and not bolded else kind
         cand.tail = closes
-    elif kind == "paren_note":
-        cand.tail = True  # weak: "(C, in red, 200x)", "(D, upper graph)"
+    elif kind in ("paren_note", "paren_end"):
+        cand.kind = "paren_note"
+        cand.tail = True  # weak: "(C, in red, 200x)", "(D, upper graph)", "(lower panels, D–F)"
+
     elif kind == "close":
         if _depth(text, start) > 0:
             return None  # "(see panel B)" is inside a parenthesis

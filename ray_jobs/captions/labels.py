@@ -33,10 +33,10 @@ LABEL = (
     r"(?:[A-Za-z](?:-?\d{1,2})?(?:['′’]{1,3}(?!\w))?(?![A-Za-z0-9])|\d{1,2}(?![\d.,]?\d)"
     r"|[ivxIVX]{2,4}(?![A-Za-z]))"
 )
-# several: "A–C", "A, B", "A and B", "A-C and E", "B1-B3", "C, D, and E" (", and" keeps E)
-SPEC = rf"{LABEL}(?:\s*(?:,\s*(?:and|&)|,|and|&|[-–—]|to)\s*{LABEL})*"
+# several: "A–C", "A, B", "A and B", "A/B", "A-C and E", "B1-B3", "C, D, and E" (keeps E)
+SPEC = rf"{LABEL}(?:\s*(?:,\s*(?:and|&)|,|and|&|/|[-–—]|to)\s*{LABEL})*"
 _ITEM = re.compile(LABEL)
-_JOIN = re.compile(r"\s*(,\s*(?:and|&)|,|and|&|[-–—]|to)\s*")
+_JOIN = re.compile(r"\s*(,\s*(?:and|&)|,|and|&|/|[-–—]|to)\s*")
 
 
 @dataclass(frozen=True, slots=True, order=True)

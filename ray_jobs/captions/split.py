@@ -332,7 +332,9 @@ def _unmark(text: str, group: _Group, end: int) -> str:
             pos, removed = c.end, True
     out.append(text[pos:end])
     joined = "".join(out)
-    return re.sub(r"\s+([,.;:])", r"\1", joined) if removed else joined
+    if not removed:
+        return joined
+    return re.sub(r"\s+([,.;:])", r"\1", re.sub(r"[,;:]\s*\)", ")", joined))
 
 
 def _clean_joined(segment: str) -> str:
@@ -351,7 +353,7 @@ def _merge_open(text: str, groups: list[_Group]) -> list[_Group]:
             before = _clean(text[prev.begin : group.cut])
             # a label that opened its text ends its list item at "; and"; a clause does not
             left_open = (_OPEN_END if prev.lead else _CONJUNCTION_END).search(before)
-            if left_open and (continues or not prev.lead):
+            if not before or (left_open and (continues or not prev.lead)):
                 prev.cands += group.cands
                 continue
         out.append(_Group(group.cut, group.begin, list(group.cands), group.lead))
