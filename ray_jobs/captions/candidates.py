@@ -67,6 +67,7 @@ class Candidate:
     weak: bool = False  # only as part of an unbroken run of three or more
     tail: bool = False  # closes the phrase before it rather than opening the text after it
     source: str = ""  # the caption text it was read from
+    opens: bool = False  # at the start of a clause
 
 
 def clause_start(text: str, pos: int) -> bool:
@@ -130,7 +131,7 @@ def _judge(
     clause = clause_start(text, start)
     before = text[max(0, start - 30) : start].rstrip()
     after = text[end : end + 8]
-    cand = Candidate(start, end, labels, keys, kind, strong=bolded, source=text[start:end])
+    cand = Candidate(start, end, labels, keys, kind, bolded, source=text[start:end], opens=clause)
     if kind == "paren":
         # "as in (C)." refers to a panel; "from (A) KEGG data" introduces one
         closes = _closes_phrase(after)

@@ -231,9 +231,14 @@ def _grow(cands: list[Candidate], i: int, use_weak: bool) -> list[Candidate]:
             continue
         if (cand.kind == "pos") != (run[-1].kind == "pos") or seen.intersection(cand.keys):
             continue
-        if (cand.kind == "ref" or cand.weak) and any(
-            set(later.keys) & set(cand.keys) and not (later.weak or (later.tail and cand.weak))
-            for later in cands[j + 1 :]
+        if (
+            (cand.kind == "ref" or cand.weak)
+            and any(
+                set(later.keys) & set(cand.keys)
+                and not later.weak
+                and (later.opens or not cand.weak)  # a weak label gives way to one opening a clause
+                for later in cands[j + 1 :]
+            )
         ):
             continue
         top = max(seen)
@@ -249,12 +254,20 @@ def _valid(run: list[Candidate], start: str | None) -> bool:
     labels = {k for c in run for k in c.keys}
     if len(labels) < 2 and not (run[0].strong and not run[0].weak):
         return False
-    if any(c.weak for c in run):
+    if any(c.weak and not _styled_like(c, run[0]) for c in run):
         unbroken = all(b.keys[0].follows(a.keys[-1]) for a, b in pairwise(run))
         digits = run[0].keys[0].scheme == "D"
         need = 2 if start else 4 if digits and not any(c.strong for c in run) else 3
         return unbroken and len(labels) >= need and (bool(start) or len(run) >= 3)
     return True
+
+
+def _styled_like(c: Candidate, first: Candidate) -> bool:
+    """A weak label written like the sure one that opened the run ("A, text ... cells, B, text"
+    after "A, " opened a sentence) is as good as it."""
+    if first.weak or not first.strong or c.kind != "punct" or first.kind != "punct":
+        return False
+    return c.source[-1:] == first.source[-1:] and not c.source.lower().startswith("panel")
 
 
 def _rank(run: list[Candidate]) -> tuple[int, int, int, int]:
