@@ -130,6 +130,22 @@ def test_notes_around_labels_stay_in_the_text() -> None:
     }
 
 
+def test_sub_labels_in_one_clause_fold_into_one_text() -> None:
+    got = texts("(A) Skull. Braincase in dorsal (B1), medial (B2), lateral (B3) views. (C) Jaw.")
+    assert got == {"A": "Skull.", "B": "Braincase in dorsal, medial, lateral views.", "C": "Jaw."}
+
+
+def test_the_issue_femur_example_shares_the_sentence() -> None:
+    split = split_caption(
+        "Femur in anterior (A), lateral (B–C), posterior (D) and medial (E) views. Scale bar 1 cm."
+    )
+    assert split.labels == ["A", "B", "C", "D", "E"]
+    assert {s.text for s in split.subcaptions} == {
+        "Femur in anterior, lateral, posterior and medial views."
+    }
+    assert split.trailer == "Scale bar 1 cm."
+
+
 def test_panel_words_in_prose() -> None:
     got = texts(
         "Egg morphology. Panel A shows an intact egg. Panel B shows a cracked egg. "

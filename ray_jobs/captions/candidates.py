@@ -68,6 +68,7 @@ class Candidate:
     tail: bool = False  # closes the phrase before it rather than opening the text after it
     source: str = ""  # the caption text it was read from
     opens: bool = False  # at the start of a clause
+    also: tuple[tuple[int, int], ...] = ()  # spans of sub-labels folded into this one
 
 
 def clause_start(text: str, pos: int) -> bool:

@@ -167,6 +167,7 @@ def _fold_sublabels(cands: list[Candidate], run: list[Candidate]) -> list[Candid
             parent = (c.keys[0].scheme, c.keys[0].major)
             opened[parent] = opened.get(parent, 0) + len(c.keys)
     out, changed = [], False
+    first: dict[tuple[LabelKey, ...], Candidate] = {}
     for c in cands:
         parents = {(k.scheme, k.major) for k in c.keys if k.minor}
         if not parents:
@@ -179,7 +180,14 @@ def _fold_sublabels(cands: list[Candidate], run: list[Candidate]) -> list[Candid
             changed = True
             labels = _unique([re.match(r"[A-Za-z]", lab).group(0) for lab in c.labels])  # type: ignore[union-attr]
             keys_ = list(dict.fromkeys(LabelKey(k.scheme, k.major, 0) for k in c.keys))
-            out.append(replace(c, labels=labels, keys=keys_))
+            prev = first.get(tuple(keys_))
+            if prev is not None and prev.tail and not c.opens:  # "dorsal (B1), medial (B2)": one B
+                out[out.index(prev)] = first[tuple(keys_)] = replace(
+                    prev, also=(*prev.also, (c.start, c.end))
+                )
+                continue
+            first[tuple(keys_)] = folded = replace(c, labels=labels, keys=keys_)
+            out.append(folded)
     return out if changed else None
 
 
@@ -337,12 +345,13 @@ def _unmark(text: str, group: _Group, end: int) -> str:
     prostate (a) and the penile specimen (b)."): each panel's text reads as plain prose.
     Markers side by side ("(A and A′), (B and B′), and (C)") go as one."""
     out, pos, removed = [], group.begin, False
-    for c in group.cands:
-        if group.begin <= c.start and c.end <= end:
-            gap = text[pos : c.start]
+    spans = sorted(span for c in group.cands for span in ((c.start, c.end), *c.also))
+    for start, stop in spans:
+        if group.begin <= start and stop <= end:
+            gap = text[pos:start]
             if not (removed and re.fullmatch(r"[\s,;]*(?:and|or|&)?\s*", gap)):
                 out.append(gap.rstrip())
-            pos, removed = c.end, True
+            pos, removed = stop, True
     out.append(text[pos:end])
     joined = "".join(out)
     if not removed:
