@@ -1,7 +1,7 @@
 """Every place in a caption where a panel label could be, with how it reads.
 
 Patterns alone cannot tell a label from a reference ("as in (C)"), a unit ("(x40)") or a word
-("B cells"); the splitter's sequence step decides. What is decided here is the form: ``lead``
+("B cells"); ``sequence.py`` decides. What is decided here is the form: ``lead``
 labels introduce the text after them ("(A) Axial CT", "A. ...", "A Palp, ..."), ``tail`` labels
 close a phrase ("T1WI (A) and T2WI (B) show"), and ``weak`` ones (a lone letter or number inside
 a sentence, "for A, TARS, B, VEGF") count only as part of a longer unbroken run.
@@ -28,10 +28,7 @@ _CANDIDATES = re.compile(
     rf"|\((?P<pos_paren>{_POS})\)",
     re.IGNORECASE,
 )
-_KINDS = (
-    *("paren", "paren_note", "paren_end", "close", "punct", "dash", "prose", "bare"),
-    *("pos", "pos_paren"),
-)
+_KINDS = "paren paren_note paren_end close punct dash prose bare pos pos_paren".split()
 _REFERENCE = re.compile(
     r"(?:\b(?:in|see|of|from|to|with|as|than|versus|vs\.?|like|by|on|at|between)\s*|[=<>])$",
     re.I,
@@ -177,10 +174,6 @@ def _judge(
     return cand
 
 
-def m_text(text: str, cand: Candidate) -> str:
-    return text[cand.start : cand.end]
-
-
 def _judge_bare(text: str, cand: Candidate, before: str) -> Candidate | None:
     """A label without punctuation: "a Top view, b ...", "A Palp, ... B Palp", "1 holotype"."""
     label, start, end = cand.labels[0], cand.start, cand.end
@@ -196,9 +189,9 @@ def _judge_bare(text: str, cand: Candidate, before: str) -> Candidate | None:
     if digit and _UNIT.match(text[end:]):
         return None  # "5 mm", "3 days", "2 and 3"
     if len(cand.labels) > 1:
-        if not re.match(r"\s+\w", text[end:]) or "," in m_text(text, cand):
+        if not re.match(r"\s+\w", text[end:]) or "," in cand.source:
             return None
-        if not clause_start(text, start) and not re.search(r"[-–—]", m_text(text, cand)):
+        if not clause_start(text, start) and not re.search(r"[-–—]", cand.source):
             return None  # "Clades A, B and C are ..." is prose
         # "A–D from the left side" opens a clause; "... ventral view 3–4 Species" a list item
         cand.strong = clause_start(text, start)

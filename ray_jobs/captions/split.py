@@ -1,25 +1,24 @@
 """Split a compound-figure caption into a preamble, one text per panel label, and a trailer.
 
-Deterministic. Candidate labels (``candidates.py``) are kept only where they continue the
-caption's label sequence (A, B, C...; i, ii...; 1, 2...): the sequence is what separates a label
-from a reference ("as in (C)"), a unit or a word. Letters win over another scheme inside a panel
-("(a) cells treated with (1) DFO, (2) ..."); sub-labels ("E1 and E2", "C1 to C5") fold into
-their panel when the figure is otherwise lettered plainly. A label that opens its text ("(A) ...",
-"A. ...", "A Palp, ...") owns what follows up to the next label; a label inside a clause
-("Strong (A) and weak (B) XIAP expression") shares the whole clause with the labels beside it.
-Trailing sentences of shared notes (scale bars, statistics, abbreviations) form the trailer.
-Each split carries a confidence: how sure the label sequence is (0 when nothing is split).
+Deterministic. The label sequence comes from ``sequence.py`` (which candidates are labels);
+this module gives each label its text. A label that opens its text ("(A) ...", "A. ...", "A
+Palp, ...") owns what follows up to the next label; a label inside a clause ("Strong (A) and
+weak (B) XIAP expression") shares the whole clause with the labels beside it, unless each
+closes a whole phrase of its own ("... at 1 month (b), PIN at 3 months (c)."). A sentence
+ending in ":" heads the labels after it. Trailing sentences of shared notes (scale bars,
+statistics, abbreviations) form the trailer. Each split carries a confidence: how sure the
+label sequence is (0 when nothing is split); where the caption names no labels nothing is
+split, and pairing gives the panels the whole caption (``alignment: full_caption``).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
-from itertools import pairwise
+from dataclasses import dataclass, field
 
-from ray_jobs.captions.candidates import Candidate, clause_start, find
+from ray_jobs.captions.candidates import Candidate, clause_start
 from ray_jobs.captions.clauses import clause_start_before, clause_starts, notes_start
-from ray_jobs.captions.labels import LabelKey
+from ray_jobs.captions.sequence import best_run, confidence, unique
 
 _GLUED_SENTENCE = re.compile(r"(?<=[a-z]{2}[.!?])(?=[A-Z][a-z])")  # "organs.Immuno" → ". I"
 # a text left open: empty, or ending on a conjunction that no list comma or semicolon precedes
@@ -28,7 +27,9 @@ _OPEN_END = re.compile(
 )
 _CONJUNCTION_END = re.compile(r"(?:^|\b(?:and|or|as well as|versus|vs\.?)|&)$", re.I)
 _LISTED = re.compile(r"(?:[,;]|\band|\bor)\s*$")
-# measured: on the prostate gold set similarity 0.847 keyword notes only, 0.858 with this rule
+# a last panel's text of three sentences or more keeps only its first (see notes_start); on the
+# prostate gold set similarity 0.847 with keyword notes only, 0.858 with this rule (measured
+# with the first splitter); on the Zou dev halves it is a wash (+0.02 on one, -0.02 on the other)
 SHARE_LONG_ENDING = True
 
 
@@ -85,12 +86,12 @@ def split_caption(text: str, bold: frozenset[str] | set[str] = frozenset()) -> S
 
 
 def _split(text: str, bold: frozenset[str], start: str | None = None) -> SplitCaption:
-    run, folded = _best_run(text, bold, start)
+    run, folded = best_run(text, bold, start)
     if not run:
         return SplitCaption(preamble=text)
     groups = _merge_open(text, _groups(text, run))
     preamble = text[: groups[0].cut].strip()
-    last = _unique([label for c in groups[-1].cands for label in c.labels])
+    last = unique([label for c in groups[-1].cands for label in c.labels])
     named = re.compile(r"\((?:" + "|".join(map(re.escape, last)) + r")\b")  # "(D, middle graph)"
     tail = text[groups[-1].begin :]
     notes = groups[-1].begin + notes_start(tail, SHARE_LONG_ENDING, named)
@@ -99,7 +100,7 @@ def _split(text: str, bold: frozenset[str], start: str | None = None) -> SplitCa
     for group, nxt in zip(groups, [*groups[1:], None], strict=True):
         end = nxt.cut if nxt else notes
         segment, heads = _header(_clean(_unmark(text, group, end)))
-        labels = _unique([label for c in group.cands for label in c.labels])
+        labels = unique([label for c in group.cands for label in c.labels])
         fragments = None if group.lead else _fragments(text, group, end)
         if fragments:
             subs = fragments
@@ -113,7 +114,7 @@ def _split(text: str, bold: frozenset[str], start: str | None = None) -> SplitCa
         header = heads or ("" if re.search(r"[.!?]$", segment) else header)
     order = "before" if groups[0].lead else "after"
     trailer = text[notes:].strip()
-    return SplitCaption(preamble, subcaptions, trailer, order, _confidence(run, folded))
+    return SplitCaption(preamble, subcaptions, trailer, order, confidence(run, folded))
 
 
 def _header(segment: str) -> tuple[str, str]:
@@ -125,167 +126,6 @@ def _header(segment: str) -> tuple[str, str]:
     if last == 0:
         return segment, ""
     return segment[:last].strip(), segment[last:].strip()
-
-
-def _unique(labels: list[str]) -> list[str]:
-    return list(dict.fromkeys(labels))
-
-
-def _best_run(text: str, bold: frozenset[str], start: str | None) -> tuple[list[Candidate], bool]:
-    cands = find(text, bold, roman=False)
-    run = _sequence(cands, start)
-    roman_cands = find(text, bold, roman=True)
-    roman_run = _sequence(roman_cands, start)
-    if roman_run and roman_run[0].keys[0].scheme == "R" and _count(roman_run) >= _count(run):
-        run, cands = roman_run, roman_cands
-    folded = _fold_sublabels(cands, run)
-    if folded is not None:
-        refolded = _sequence(folded, start)
-        if _count(refolded) >= 2:
-            return refolded, True
-    return run, False
-
-
-def _count(run: list[Candidate]) -> int:
-    return len({k for c in run for k in c.keys})
-
-
-def _fold_sublabels(cands: list[Candidate], run: list[Candidate]) -> list[Candidate] | None:
-    """Sub-labels as parts of a plainly lettered figure: dropped where their panel has a label
-    of its own ("five cycles: C1 to C5 ... (C)"), else folded into it ("(E1 and E2)", "dorsal
-    (B1), medial (B2)"). Kept where they open panels of their own ("(B1) normal; (B2) BPH",
-    "(B1-B3) three cases") or where the figure's labels are mostly numbered. None: no change."""
-    keys = {k for c in run for k in c.keys if k.scheme in "UL"}
-    subs = {k for k in keys if k.minor > 0}
-    if not subs or len(keys - subs) <= len({(k.scheme, k.major) for k in subs}):
-        return None
-    plain = {(k.scheme, k.major) for c in cands if c.kind != "ref" for k in c.keys if not k.minor}
-    opened: dict[tuple[str, int], int] = {}
-    for c in run:
-        ranged = len(c.keys) > 1 and re.search(r"[-–—]|\bto\b", c.source)
-        if not c.tail and c.keys[0].minor and (len(c.keys) == 1 or ranged):
-            parent = (c.keys[0].scheme, c.keys[0].major)
-            opened[parent] = opened.get(parent, 0) + len(c.keys)
-    out, changed = [], False
-    first: dict[tuple[LabelKey, ...], Candidate] = {}
-    for c in cands:
-        parents = {(k.scheme, k.major) for k in c.keys if k.minor}
-        if not parents:
-            out.append(c)
-        elif parents <= plain:
-            changed = True  # the panel has its own label: these are parts of it
-        elif all(opened.get(p, 0) >= 2 for p in parents):
-            out.append(c)
-        else:
-            changed = True
-            labels = _unique([re.match(r"[A-Za-z]", lab).group(0) for lab in c.labels])  # type: ignore[union-attr]
-            keys_ = list(dict.fromkeys(LabelKey(k.scheme, k.major, 0) for k in c.keys))
-            prev = first.get(tuple(keys_))
-            if prev is not None and prev.tail and not c.opens:  # "dorsal (B1), medial (B2)": one B
-                out[out.index(prev)] = first[tuple(keys_)] = replace(
-                    prev, also=(*prev.also, (c.start, c.end))
-                )
-                continue
-            first[tuple(keys_)] = folded = replace(c, labels=labels, keys=keys_)
-            out.append(folded)
-    return out if changed else None
-
-
-def _sequence(cands: list[Candidate], start: str | None = None) -> list[Candidate]:
-    """The run of candidates that best continues a label sequence from its start.
-
-    A label already seen is a reference; a list ("A and C: ... B and D: ...") may fill the
-    gaps it left; a reference-like or weak mention is dropped when the same label comes again
-    later; a run resting on one weak candidate is no split at all, and weak candidates count
-    only in an unbroken run of three labels or more. ``start`` is the label a run must open
-    with (a range's first member), instead of the first of its scheme.
-    """
-    best: list[Candidate] = []
-    for i, first in enumerate(cands):
-        if not (first.labels[0] == start if start else first.keys[0].starts):
-            continue
-        for use_weak in (True, False):
-            if first.weak and not use_weak:
-                break
-            run = _grow(cands, i, use_weak)
-            if _valid(run, start) and _rank(run) > _rank(best):
-                best = run
-                break
-    return best or (_second_start(cands) if start is None else [])
-
-
-def _second_start(cands: list[Candidate]) -> list[Candidate]:
-    """ "Transabdominal US shows a mass. CT (B) ... MRI (C) ...": the first panel goes unnamed.
-    A run may open at the second letter when the first appears nowhere and the run is made of
-    punctuated labels only."""
-    best: list[Candidate] = []
-    for i, first in enumerate(cands):
-        key = first.keys[0]
-        if key.scheme not in "UL" or key.major != 1 or key.minor or first.weak or not first.strong:
-            continue
-        if any(k.scheme == key.scheme and k.major == 0 for c in cands for k in c.keys):
-            return []
-        run = _grow(cands, i, use_weak=False)
-        if _count(run) >= 2 and all(c.strong for c in run) and _rank(run) > _rank(best):
-            best = run
-    return best
-
-
-def _grow(cands: list[Candidate], i: int, use_weak: bool) -> list[Candidate]:
-    run = [cands[i]]
-    seen = set(cands[i].keys)
-    for j, cand in enumerate(cands[i + 1 :], start=i + 1):
-        if cand.weak and not use_weak:
-            continue
-        if (cand.kind == "pos") != (run[-1].kind == "pos") or seen.intersection(cand.keys):
-            continue
-        if (
-            (cand.kind == "ref" or cand.weak)
-            and any(
-                set(later.keys) & set(cand.keys)
-                and not later.weak
-                and (later.opens or not cand.weak)  # a weak label gives way to one opening a clause
-                for later in cands[j + 1 :]
-            )
-        ):
-            continue
-        top = max(seen)
-        extends = cand.keys[0].follows(run[-1].keys[-1]) or cand.keys[0].follows(top)
-        fills = cand.keys[0] < top and cand.keys[0].scheme == top.scheme and not cand.weak
-        if extends or fills:
-            run.append(cand)
-            seen.update(cand.keys)
-    return run
-
-
-def _valid(run: list[Candidate], start: str | None) -> bool:
-    labels = {k for c in run for k in c.keys}
-    if len(labels) < 2 and not (run[0].strong and not run[0].weak):
-        return False
-    if any(c.weak and not _styled_like(c, run[0]) for c in run):
-        unbroken = all(b.keys[0].follows(a.keys[-1]) for a, b in pairwise(run))
-        digits = run[0].keys[0].scheme == "D"
-        need = 2 if start else 4 if digits and not any(c.strong for c in run) else 3
-        return unbroken and len(labels) >= need and (bool(start) or len(run) >= 3)
-    return True
-
-
-def _styled_like(c: Candidate, first: Candidate) -> bool:
-    """A weak label written like the sure one that opened the run ("A, text ... cells, B, text"
-    after "A, " opened a sentence) is as good as it."""
-    if first.weak or not first.strong or c.kind != "punct" or first.kind != "punct":
-        return False
-    return c.source[-1:] == first.source[-1:] and not c.source.lower().startswith("panel")
-
-
-def _rank(run: list[Candidate]) -> tuple[int, int, int, int]:
-    """Letters over other schemes (numbered items or roman columns inside a panel); then more
-    labels; on a tie, stronger (clause-opening) labels, then the earlier start (a range like
-    "(A-D)" that opens the account, split again inside by its members)."""
-    if not run:
-        return (0, 0, 0, 0)
-    letters = run[0].keys[0].scheme in "UL" and _count(run) >= 2
-    return letters, _count(run), sum(c.strong for c in run), -run[0].start
 
 
 def _groups(text: str, run: list[Candidate]) -> list[_Group]:
@@ -396,19 +236,3 @@ def _split_group(labels: list[str], segment: str, bold: frozenset[str]) -> list[
 
 def _clean(segment: str) -> str:
     return re.sub(r"^[,;:.)]\s*", "", segment.strip()).strip()
-
-
-def _confidence(run: list[Candidate], folded: bool) -> float:
-    """How sure the label sequence is: clause-opening, punctuated labels in an unbroken run
-    score high; bare letters inside sentences, gaps and folded sub-labels lower it."""
-    n = len(run)
-    strong = sum(c.strong and not c.weak for c in run) / n
-    weak = sum(c.weak for c in run) / n
-    unbroken = all(b.keys[0].follows(a.keys[-1]) for a, b in pairwise(run))
-    score = 0.45 + 0.3 * strong + 0.1 * unbroken + 0.15 * min(1.0, (_count(run) - 1) / 3)
-    score *= 1 - 0.35 * weak
-    if folded:
-        score *= 0.9
-    if not run[0].keys[0].starts:
-        score *= 0.8  # the first panel goes unnamed
-    return round(min(score, 1.0), 2)
