@@ -152,8 +152,8 @@ def test_panel_words_in_prose() -> None:
         "Panels C and D show eggs of a second species."
     )
     assert list(got) == ["A", "B", "C", "D"]
-    assert got["A"] == "shows an intact egg."
-    assert got["C"] == got["D"] == "show eggs of a second species."
+    assert got["A"] == "Panel A shows an intact egg."  # the label is the sentence's subject
+    assert got["C"] == got["D"] == "Panels C and D show eggs of a second species."
 
 
 def test_labels_inside_parentheses() -> None:

@@ -105,7 +105,9 @@ def _split(text: str, bold: frozenset[str], start: str | None = None) -> SplitCa
         if fragments:
             subs = fragments
         elif group.lead and len(group.cands) == 1:
-            subs = _split_group(labels, segment, bold)
+            c = group.cands[0]
+            inner = _clean(text[c.end : end]) if c.kind == "prose" else segment
+            subs = _split_group(labels, segment, bold, inner)
         else:
             subs = [Subcaption(label, segment) for label in labels]
         for sub in subs:
@@ -134,7 +136,9 @@ def _groups(text: str, run: list[Candidate]) -> list[_Group]:
     groups: list[_Group] = []
     for c in run:
         begin = clause_start_before(text, c.start)
-        if _opens(text, c, begin, groups):
+        if c.kind == "prose":  # "Panel A shows ...": the label is the sentence's subject
+            groups.append(_Group(c.start, c.start, [c], True))
+        elif _opens(text, c, begin, groups):
             groups.append(_Group(c.start, c.end, [c], True))
         elif groups and begin <= groups[-1].cut:
             groups[-1].cands.append(c)
@@ -185,7 +189,9 @@ def _unmark(text: str, group: _Group, end: int) -> str:
     prostate (a) and the penile specimen (b)."): each panel's text reads as plain prose.
     Markers side by side ("(A and A′), (B and B′), and (C)") go as one."""
     out, pos, removed = [], group.begin, False
-    spans = sorted(span for c in group.cands for span in ((c.start, c.end), *c.also))
+    spans = sorted(
+        span for c in group.cands if c.kind != "prose" for span in ((c.start, c.end), *c.also)
+    )
     for start, stop in spans:
         if group.begin <= start and stop <= end:
             gap = text[pos:start]
@@ -222,13 +228,15 @@ def _merge_open(text: str, groups: list[_Group]) -> list[_Group]:
     return out
 
 
-def _split_group(labels: list[str], segment: str, bold: frozenset[str]) -> list[Subcaption]:
-    """A range's shared text, split again when it labels its members inside:
-    "(f-h) Marker analysis. (f) pAkt ... (g, h) Ki67 ..." or "1–2 Species, male: 1 holotype,
-    dorsal view 2 same, ventral view".
+def _split_group(
+    labels: list[str], segment: str, bold: frozenset[str], after: str
+) -> list[Subcaption]:
+    """A range's shared text, split again when it labels its members inside (in ``after``, the
+    text after the range's own marker): "(f-h) Marker analysis. (f) pAkt ... (g, h) Ki67 ..."
+    or "1–2 Species, male: 1 holotype, dorsal view 2 same, ventral view".
     """
     if len(labels) > 1:
-        inner = _split(segment, bold, start=labels[0])
+        inner = _split(after, bold, start=labels[0])
         if set(inner.labels) == set(labels):
             return [Subcaption(label, inner.text_for(label)) for label in labels]
     return [Subcaption(label, segment) for label in labels]
