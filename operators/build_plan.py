@@ -61,6 +61,7 @@ def entrypoint(params: Mapping[str, Any]) -> str:
 def plan_build(params: Mapping[str, Any], llm_conn_id: str | None = LLM_CONN_ID) -> dict[str, Any]:
     """Ask the ledger what is new (no Ray), and say how the job would run."""
     from ray_jobs.jobs.build_dataset import pending_refs
+    from ray_jobs.pmc.ledger import table_refs
 
     settings = run_settings(params)
     pending, listed = pending_refs(settings)
@@ -72,8 +73,8 @@ def plan_build(params: Mapping[str, Any], llm_conn_id: str | None = LLM_CONN_ID)
     return {
         "output_uri": settings.output.uri,
         "listed": listed,
-        "pending": len(pending),
-        "first_pending": [ref.key for ref in pending[:10]],
+        "pending": pending.num_rows,
+        "first_pending": [ref.key for ref in table_refs(pending.slice(0, 10))],
         "enrich": enrich,
         "llm_base_url": llm.base_url if enrich else None,
         "llm_model": settings.longcap.model,

@@ -104,3 +104,52 @@ def test_compaction_keeps_every_committed_part(tmp_path: Path) -> None:
     assert reloaded.entries == ledger.entries
     assert current_articles(storage).equals(before)
     assert run_ingest(settings, progress=False).processed == 0
+
+
+def test_planning_rules_in_columns(tmp_path: Path) -> None:
+    """Each rule of what a run must redo, on a constructed ledger and listing: a new version,
+    changed content, a retryable failure (a permanent one only with retry_failed), an
+    unversioned article; unchanged ones are left alone, and the plan is sorted."""
+    from ray_jobs.pmc.ledger import LedgerEntry, ref_batches, table_refs
+    from ray_jobs.pmc.records import ArticleRef
+
+    storage = LocalStorage(tmp_path / "out")
+    ledger = Ledger.load(storage)
+
+    def entry(pmcid, version, etag, status="ok", retryable=False, part="p0", time="t0"):
+        return LedgerEntry(pmcid, version, etag, status, retryable, part, time)
+
+    ledger.commit(
+        "p0",
+        [
+            entry("PMC1", 1, "a"),
+            entry("PMC2", 1, "b"),
+            entry("PMC3", 1, "c", "failed", True),
+            entry("PMC4", 1, "d", "failed", False),
+            entry("PMC5", None, "e"),
+            entry("PMC6", None, "f"),
+        ],
+    )
+    ledger.commit("p1", [entry("PMC2", 1, "b2", part="p1", time="t1")])  # redone since
+    ledger = Ledger.load(storage)  # as a new run sees it
+    assert len(ledger) == 6 and ledger.committed_parts() == {"p0", "p1"}
+
+    def ref(pmcid, version, etag):
+        return ArticleRef(pmcid, version, etag, "local", f"/corpus/{pmcid}")
+
+    listing = [
+        ref("PMC9", 1, "z"),  # new article
+        ref("PMC1", 2, "a"),  # new version
+        ref("PMC1", 1, "a"),  # unchanged
+        ref("PMC2", 1, "b2"),  # unchanged since its latest entry
+        ref("PMC3", 1, "c"),  # failed, retryable
+        ref("PMC4", 1, "d"),  # failed for good
+        ref("PMC5", None, "e"),  # unchanged, no version
+        ref("PMC6", None, "f2"),  # changed, no version
+    ]
+    plan, listed = ledger.pending_table(ref_batches(listing, size=3))
+    assert listed == 8
+    assert [r.key for r in table_refs(plan)] == ["PMC1.2", "PMC3.1", "PMC6", "PMC9.1"]
+    again, _ = ledger.pending_table(ref_batches(listing, size=3), retry_failed=True)
+    assert [r.key for r in table_refs(again)] == ["PMC1.2", "PMC3.1", "PMC4.1", "PMC6", "PMC9.1"]
+    assert table_refs(plan)[0] == listing[1]  # every field of the ref survives the plan

@@ -33,9 +33,8 @@ from ray_jobs import __version__
 from ray_jobs.config import Settings, load_settings
 from ray_jobs.failures import FAILURE_SCHEMA
 from ray_jobs.logs import setup_logging
-from ray_jobs.pipeline.rows import ARTICLE, DROPPED, FAILED, OK, ROW_SCHEMA, Row
+from ray_jobs.pipeline.rows import ARTICLE, DROPPED, FAILED, OK, Row
 from ray_jobs.pmc.ledger import Ledger, LedgerEntry, read_parquet, write_parquet
-from ray_jobs.pmc.records import ArticleRef
 from ray_jobs.shards import manifest as mf
 from ray_jobs.shards.lease import OutputLease
 from ray_jobs.shards.records import REJECT_SCHEMA, PanelRecord
@@ -252,7 +251,7 @@ def preflight(settings: Settings, enrich: bool) -> None:
 
 
 def build_pipeline(
-    settings: Settings, refs: list[ArticleRef], known: list[tuple[str, str, str]], enrich: bool
+    settings: Settings, refs: pa.Table, known: list[tuple[str, str, str]], enrich: bool
 ):  # type: ignore[no-untyped-def]
     """The streaming Ray Data pipeline over ``refs``; rows come out in input order."""
     import ray
@@ -265,16 +264,12 @@ def build_pipeline(
     p = settings.pipeline
     ctx.wait_for_min_actors_s = p.actor_start_timeout_s
     ctx.execution_no_progress_timeout_s = p.no_progress_timeout_s
-    items = [
-        {"key": r.key, "status": stages.REF, "image": None, "record": json.dumps(asdict(r))}
-        for r in refs
-    ]
-    table = pa.Table.from_pylist(items, schema=ROW_SCHEMA)
     # blocks cut here, not by a repartition: an all-to-all step needs a whole free CPU on one
     # node for its tasks (it hung on nodes whose CPUs the actors had shared out) and turns
     # Ray Data's no-progress guard off
-    step = max(1, math.ceil(len(refs) / min(math.ceil(len(refs) / p.fetch.batch_size), 10_000)))
-    ds = ray.data.from_arrow([table.slice(i, step) for i in range(0, max(len(refs), 1), step)])
+    n = refs.num_rows
+    step = max(1, math.ceil(n / min(math.ceil(n / p.fetch.batch_size), 10_000)))
+    ds = ray.data.from_arrow([refs.slice(i, step) for i in range(0, n, step)])
     ds = ds.map_batches(
         stages.FetchStage, fn_constructor_args=(settings,), **map_batches_args(p.fetch)
     )
@@ -340,15 +335,19 @@ def _check_llm(plan: dict[str, Any], settings: Settings) -> None:
         raise SystemExit(f"LLM server {plan['base_url']} is not usable: {why}")
 
 
-def pending_refs(settings: Settings, ledger: Ledger | None = None) -> tuple[list[ArticleRef], int]:
-    """The new and changed article versions (in processing order), and how many were listed:
-    what a scheduler asks before it starts a cluster job."""
+def pending_refs(settings: Settings, ledger: Ledger | None = None) -> tuple[pa.Table, int]:
+    """The run's plan: what the listing has that the ledger lacks, as an Arrow table
+    (``REF_SCHEMA``, sorted by pmcid and version), and how many article versions were listed.
+    The listing streams through in batches; nothing here is a Python object per article."""
+    from ray_jobs.pmc.ledger import ref_batches
     from ray_jobs.pmc.sources import open_source
 
     if ledger is None:
         ledger = Ledger.load(open_storage(settings.output.uri, settings.output.s3))
     source = open_source(settings.source, settings.archive)
-    return ledger.pending(source.refs(), retry_failed=settings.ingest.retry_failed)
+    return ledger.pending_table(
+        ref_batches(source.refs()), retry_failed=settings.ingest.retry_failed
+    )
 
 
 def run_build(settings: Settings) -> BuildReport:
@@ -381,11 +380,11 @@ def _build(
     parts = mf.load_parts(storage, committed)
 
     pending, report.listed = pending_refs(settings, ledger)
-    report.pending = len(pending)
-    report.unchanged = report.listed - len(pending)
-    log.info("%d of %d listed articles are new or changed", len(pending), report.listed)
+    report.pending = pending.num_rows
+    report.unchanged = report.listed - pending.num_rows
+    log.info("%d of %d listed articles are new or changed", pending.num_rows, report.listed)
 
-    if pending:
+    if pending.num_rows:
         if report.enrichment["enabled"]:
             _check_llm(report.enrichment, settings)
             settings = _resolve_llm(settings, report.enrichment["base_url"])

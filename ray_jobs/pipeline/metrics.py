@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter as Tally
+from collections.abc import Callable
 from typing import Any
 
 from ray_jobs.pipeline.rows import FAILED, Row
@@ -62,3 +63,16 @@ def observe(stage: str, rows: list[Row]) -> None:
             )
     for (status, reason), n in tally.items():
         inc("pmcvl_rows_total", n, {"stage": stage, "status": status, "reason": reason})
+
+
+def counted(
+    stage: str, work: Callable[[list[Row]], list[list[Row]]]
+) -> Callable[[list[Row]], list[list[Row]]]:
+    """``work`` that also counts what each input row became, by stage."""
+
+    def run(todo: list[Row]) -> list[list[Row]]:
+        results = work(todo)
+        observe(stage, [row for rows in results for row in rows])
+        return results
+
+    return run

@@ -23,12 +23,7 @@ REF = "ref"
 def _run(
     stage: str, table: pa.Table, status: str, work: Callable[[list[Row]], list[list[Row]]]
 ) -> pa.Table:
-    def counted(todo: list[Row]) -> list[list[Row]]:
-        results = work(todo)
-        metrics.observe(stage, [row for rows in results for row in rows])
-        return results
-
-    return encode(expand(decode(table), status, counted))
+    return encode(expand(decode(table), status, metrics.counted(stage, work)))
 
 
 class FetchStage:
@@ -51,7 +46,14 @@ class FetchStage:
         return list(self.pool.map(one, refs))
 
     def __call__(self, table: pa.Table) -> pa.Table:
-        return _run("fetch", table, REF, self._work)
+        """``table`` is a slice of the plan (``ledger.REF_SCHEMA`` columns): the rows and their
+        JSON are made here, on the workers, not by the driver for the whole plan."""
+        from ray_jobs.pipeline.rows import make_row
+        from ray_jobs.pmc.records import ArticleRef
+
+        refs = [make_row(ArticleRef(**r).key, REF, r) for r in table.to_pylist()]
+        counted = metrics.counted("fetch", self._work)
+        return encode(expand(refs, REF, counted))
 
 
 class PanelStage:

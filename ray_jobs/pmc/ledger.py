@@ -13,11 +13,12 @@ from __future__ import annotations
 import datetime as dt
 import io
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Literal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ray_jobs.pmc.records import ArticleRef
@@ -27,6 +28,15 @@ log = logging.getLogger(__name__)
 
 LEDGER_PREFIX = "_ledger"
 Status = Literal["ok", "failed", "skipped"]
+REF_SCHEMA = pa.schema(
+    [
+        ("pmcid", pa.string()),
+        ("version", pa.int64()),
+        ("etag", pa.string()),
+        ("source", pa.string()),
+        ("location", pa.string()),
+    ]
+)
 LEDGER_SCHEMA = pa.schema(
     [
         ("pmcid", pa.string()),
@@ -68,56 +78,134 @@ def read_parquet(storage: Storage, key: str) -> pa.Table:
     return pq.read_table(io.BytesIO(storage.read_bytes(key)))
 
 
+def _join_version(version: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """Arrow joins never match nulls: an unversioned article joins as version -1."""
+    return pc.fill_null(version, -1)
+
+
+def latest_entries(history: pa.Table) -> pa.Table:
+    """The latest entry (by time, then part) of each (pmcid, version), in columns."""
+    if history.num_rows == 0:
+        return history
+    ordered = history.sort_by(
+        [
+            ("pmcid", "ascending"),
+            ("version", "ascending"),
+            ("time", "ascending"),
+            ("part", "ascending"),
+        ]
+    )
+    ordered = ordered.append_column("_row", pa.array(range(ordered.num_rows), pa.int64()))
+    ordered = ordered.append_column("_version", _join_version(ordered["version"]))
+    last = ordered.group_by(["pmcid", "_version"], use_threads=False).aggregate([("_row", "max")])
+    rows = pc.array_sort_indices(last["_row_max"])
+    return ordered.take(pc.take(last["_row_max"], rows)).drop_columns(["_row", "_version"])
+
+
+def refs_table(refs: Iterable[ArticleRef]) -> pa.Table:
+    return pa.Table.from_pylist(
+        [
+            {
+                "pmcid": r.pmcid,
+                "version": r.version,
+                "etag": r.etag,
+                "source": r.source,
+                "location": r.location,
+            }
+            for r in refs
+        ],
+        schema=REF_SCHEMA,
+    )
+
+
+def ref_batches(refs: Iterable[ArticleRef], size: int = 100_000) -> Iterator[pa.Table]:
+    """A listing's refs as Arrow tables of at most ``size`` rows: memory bounded per batch."""
+    batch: list[ArticleRef] = []
+    for ref in refs:
+        batch.append(ref)
+        if len(batch) >= size:
+            yield refs_table(batch)
+            batch = []
+    if batch:
+        yield refs_table(batch)
+
+
+def table_refs(table: pa.Table) -> list[ArticleRef]:
+    return [ArticleRef(**row) for row in table.to_pylist()]
+
+
 class Ledger:
-    def __init__(
-        self,
-        storage: Storage,
-        entries: dict[tuple[str, int | None], LedgerEntry],
-        history: list[LedgerEntry],
-    ):
+    """The ledger in columns: every committed entry (``history``) and the latest of each
+    article version (``latest``), both Arrow tables, so planning against millions of entries
+    is joins and filters, not a Python object per article."""
+
+    def __init__(self, storage: Storage, history: pa.Table):
         self.storage = storage
-        self.entries = entries  # the latest entry of each article version
         self.history = history  # every entry ever committed (compaction keeps them all)
+        self.latest = latest_entries(history)
 
     @classmethod
     def load(cls, storage: Storage) -> Ledger:
-        entries: dict[tuple[str, int | None], LedgerEntry] = {}
-        history: dict[LedgerEntry, None] = {}
-        for key in sorted(storage.list(LEDGER_PREFIX)):
-            if not key.endswith(".parquet"):
-                continue
-            for row in read_parquet(storage, key).to_pylist():
-                history[LedgerEntry(**row)] = None
-        for entry in sorted(history, key=lambda e: (e.time, e.part)):
-            entries[(entry.pmcid, entry.version)] = entry
-        return cls(storage, entries, list(history))
+        tables = [
+            read_parquet(storage, key).select(LEDGER_SCHEMA.names).cast(LEDGER_SCHEMA)
+            for key in sorted(storage.list(LEDGER_PREFIX))
+            if key.endswith(".parquet")
+        ]
+        history = pa.concat_tables(tables) if tables else LEDGER_SCHEMA.empty_table()
+        if tables:
+            history = history.group_by(LEDGER_SCHEMA.names, use_threads=False).aggregate([])
+            history = history.select(LEDGER_SCHEMA.names)  # a crashed compaction's duplicates
+        return cls(storage, history)
 
     def __len__(self) -> int:
-        return len(self.entries)
+        return self.latest.num_rows
 
-    def needs(self, ref: ArticleRef, *, retry_failed: bool = False) -> bool:
-        """New version, changed content, or a failure worth another try."""
-        entry = self.entries.get((ref.pmcid, ref.version))
-        if entry is None or entry.etag != ref.etag:
-            return True
-        if entry.status == "failed":
-            return entry.retryable or retry_failed
-        return False
+    @property
+    def entries(self) -> dict[tuple[str, int | None], LedgerEntry]:
+        """The latest entries as objects: for small ledgers and tests, not for planning."""
+        return {(e["pmcid"], e["version"]): LedgerEntry(**e) for e in self.latest.to_pylist()}
+
+    def pending_table(
+        self, listing: Iterable[pa.Table], *, retry_failed: bool = False
+    ) -> tuple[pa.Table, int]:
+        """The listed refs a run must process (new version, changed content, or a failure
+        worth another try), sorted by (pmcid, version), and how many were listed."""
+        known = self.latest.select(["pmcid", "version", "etag", "status", "retryable"])
+        known = known.append_column("_version", _join_version(known["version"]))
+        known = known.drop_columns(["version"]).rename_columns(
+            ["pmcid", "_known_etag", "_status", "_retryable", "_version"]
+        )
+        listed, chunks = 0, []
+        for batch in listing:
+            listed += batch.num_rows
+            keyed = batch.append_column("_version", _join_version(batch["version"]))
+            joined = keyed.join(known, ["pmcid", "_version"], join_type="left outer")
+            failed = pc.equal(joined["_status"], "failed")
+            worth_retry = pc.or_(joined["_retryable"], pa.scalar(retry_failed))
+            needs = pc.or_kleene(
+                pc.or_kleene(
+                    pc.is_null(joined["_known_etag"]),
+                    pc.not_equal(joined["_known_etag"], joined["etag"]),
+                ),
+                pc.and_(failed, worth_retry),
+            )
+            chunks.append(joined.filter(pc.fill_null(needs, True)).select(REF_SCHEMA.names))
+        pending = pa.concat_tables(chunks) if chunks else REF_SCHEMA.empty_table()
+        order = pc.sort_indices(
+            pa.table({"p": pending["pmcid"], "v": pc.fill_null(pending["version"], 0)}),
+            sort_keys=[("p", "ascending"), ("v", "ascending")],
+        )
+        return pending.take(order), listed
 
     def pending(
         self, refs: Iterable[ArticleRef], *, retry_failed: bool = False
     ) -> tuple[list[ArticleRef], int]:
-        """The listed refs a run must process, in a stable order, and how many were listed."""
-        listed, todo = 0, []
-        for ref in refs:
-            listed += 1
-            if self.needs(ref, retry_failed=retry_failed):
-                todo.append(ref)
-        todo.sort(key=lambda r: (r.pmcid, r.version or 0))
-        return todo, listed
+        """:meth:`pending_table` over a listing of refs, as refs (the ingest's unit of work)."""
+        table, listed = self.pending_table(ref_batches(refs), retry_failed=retry_failed)
+        return table_refs(table), listed
 
     def committed_parts(self) -> set[str]:
-        return {e.part for e in self.history}
+        return set(pc.unique(self.history["part"]).to_pylist())
 
     def commit(self, part: str, entries: list[LedgerEntry]) -> None:
         """Record the articles of an output part; call only after the part is written."""
@@ -125,9 +213,8 @@ class Ledger:
             return
         table = pa.Table.from_pylist([asdict(e) for e in entries], schema=LEDGER_SCHEMA)
         write_parquet(self.storage, f"{LEDGER_PREFIX}/{part}.parquet", table)
-        for entry in entries:
-            self.entries[(entry.pmcid, entry.version)] = entry
-        self.history.extend(entries)
+        self.history = pa.concat_tables([self.history, table])
+        self.latest = latest_entries(pa.concat_tables([self.latest, table]))
 
     def remove_orphans(self, prefixes: tuple[str, ...]) -> list[str]:
         """Delete output parts under ``prefixes`` that no ledger segment committed."""
@@ -148,13 +235,8 @@ class Ledger:
         keys = [k for k in self.storage.list(LEDGER_PREFIX) if k.endswith(".parquet")]
         if len(keys) < min_segments:
             return False
-        rows = [asdict(e) for e in self.history]
         name = "compacted-" + dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%f")
-        write_parquet(
-            self.storage,
-            f"{LEDGER_PREFIX}/{name}.parquet",
-            pa.Table.from_pylist(rows, schema=LEDGER_SCHEMA),
-        )
+        write_parquet(self.storage, f"{LEDGER_PREFIX}/{name}.parquet", self.history)
         for key in keys:
             self.storage.delete(key)
         return True
