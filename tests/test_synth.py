@@ -13,6 +13,7 @@ import pytest
 from PIL import Image
 
 from ray_jobs.figures.synth.generate import coco, make_figure, write_dataset, yolo_lines
+from ray_jobs.figures.synth.hard_panels import HARD
 from ray_jobs.figures.synth.labels import SCHEMES, label_text, roman
 
 
@@ -129,3 +130,37 @@ def test_label_schemes() -> None:
     assert len(SCHEMES) == 10
     with pytest.raises(ValueError):
         label_text("?", 0, 0, 0)
+
+
+def test_hard_figures_keep_exact_truth_and_furniture_outside_panels() -> None:
+    """Figures drawn without the shortcuts: uneven and gutterless grids, gap-filled plots,
+    textures, insets, titles and legends; every panel box still holds a drawn panel, and the
+    title and legend lie outside every box."""
+    seen: Counter[str] = Counter()
+    for index in range(16):
+        data, fig = make_figure(31, index, max_side=512, hard=1.0)
+        img = np.asarray(Image.open(io.BytesIO(data)).convert("L"), dtype=np.float32)
+        assert img.shape == (fig.height, fig.width) and fig.params["hard"]
+        for x0, y0, x1, y1 in fig.panels:
+            assert 0 <= x0 < x1 <= fig.width and 0 <= y0 < y1 <= fig.height
+            assert img[y0:y1, x0:x1].std() > 3, (index, "blank panel")
+        top = min(b[1] for b in fig.panels + [lb for lb in fig.labels if lb])
+        right = max(b[2] for b in fig.panels)
+        if "title" in fig.params["furniture"]:
+            assert top >= 20 * fig.params["scale"]  # the title band is above every box
+        if "legend" in fig.params["furniture"]:
+            assert right <= fig.width - 30 * fig.params["scale"]
+        seen[fig.params["layout"]] += 1
+        seen.update(fig.params["furniture"])
+        seen.update(k for k in fig.params["panel_kinds"] if k in HARD)
+    assert {"uneven", "title", "legend"} <= set(seen)
+    assert len([k for k in seen if k in HARD]) >= 5
+
+
+def test_hard_share_is_reproducible_and_zero_changes_nothing(tmp_path: Path) -> None:
+    write_dataset(tmp_path / "one", 8, seed=4, workers=1, max_side=256, hard=0.5)
+    write_dataset(tmp_path / "two", 8, seed=4, workers=2, max_side=256, hard=0.5)
+    assert tree_digest(tmp_path / "one") == tree_digest(tmp_path / "two")
+    hard = [make_figure(4, i, max_side=256, hard=0.5)[1].params["hard"] for i in range(8)]
+    assert 0 < sum(hard) < 8
+    assert make_figure(4, 1, max_side=256)[0] == make_figure(4, 1, max_side=256, hard=0.0)[0]

@@ -28,8 +28,9 @@ from PIL import Image, ImageDraw
 from rich.progress import track
 
 from ray_jobs.figures.synth.fonts import font
+from ray_jobs.figures.synth.hard_panels import HARD, HARD_WHITE
 from ray_jobs.figures.synth.labels import SCHEMES, label_text
-from ray_jobs.figures.synth.layout import Box, sample_layout
+from ray_jobs.figures.synth.layout import Box, sample_layout, uneven_layout
 from ray_jobs.figures.synth.panels import PROCEDURAL, WHITE_KINDS, FolderPanels, decorate
 
 log = logging.getLogger(__name__)
@@ -98,9 +99,16 @@ def make_figure(
     folders: list[str] | None = None,
     max_side: int = 768,
     val_every: int = 10,
+    hard: float = 0.0,
 ) -> tuple[bytes, SynthFigure]:
-    """One compound figure (JPEG bytes) and its exact ground truth."""
+    """One compound figure (JPEG bytes) and its exact ground truth.
+
+    ``hard`` is the share of figures drawn without the first generator's shortcuts (see
+    :func:`_hard_extras`); with 0 every figure is byte for byte what it always was.
+    """
     rng = np.random.default_rng([seed, index])
+    hard_rng = np.random.default_rng([seed, index, 0x4A2D])  # never shifts the main stream
+    hard_figure = bool(hard > 0 and hard_rng.random() < hard)
     labelled = rng.random() < 0.85
     outside = labelled and rng.random() < 0.3
     scheme = str(rng.choice(SCHEMES))
@@ -112,9 +120,13 @@ def make_figure(
     # white panels touching on a white page have no visible boundary: nobody could draw the
     # truth there, so such figures always get a gap
     blank_risk = background == (255, 255, 255) and (theme is None or theme in WHITE_KINDS)
-    layout = sample_layout(
-        rng, label_band=label_size + 6 if outside else 0, min_margin=6 if blank_risk else 0
-    )
+    band = label_size + 6 if outside else 0
+    if hard_figure and hard_rng.random() < 0.5:
+        layout = uneven_layout(hard_rng, band, margin=int(hard_rng.choice([0, 0, 0, 2, 6, 12])))
+    else:  # a hard figure frames its white panels instead of forcing a gap between them
+        layout = sample_layout(
+            rng, label_band=band, min_margin=6 if blank_risk and not hard_figure else 0
+        )
     canvas = Image.new("RGB", (layout.width, layout.height), background)
     folder_panels = FolderPanels(folders) if folders else None
     kinds: list[str] = []
@@ -122,11 +134,17 @@ def make_figure(
         w, h = x1 - x0, y1 - y0
         if folder_panels and len(folder_panels) and rng.random() < 0.5:
             kind, panel = "folder", folder_panels.sample(rng, w, h)
+        elif hard_figure and hard_rng.random() < 0.5:
+            kind = str(hard_rng.choice(list(HARD)))
+            panel = HARD[kind](hard_rng, w, h)
         else:
             kind = theme or str(rng.choice(makers))
             panel = PROCEDURAL[kind](rng, w, h)
         kinds.append(kind)
-        canvas.paste(decorate(rng, panel), (x0, y0))
+        panel = decorate(rng, panel)
+        if hard_figure:
+            _hard_panel(hard_rng, panel, kind, background, layout.margin)
+        canvas.paste(panel, (x0, y0))
     # reading order: the layout already lists rows top to bottom, then left to right
     labels: list[Box | None] = []
     texts: list[str | None] = []
@@ -141,6 +159,13 @@ def make_figure(
         size = max(10, min(label_size, (box[3] - box[1]) // 3))
         labels.append(_draw_label(rng, canvas, box, text, outside, size, bold, boxed))
         texts.append(text)
+    furniture: list[str] = []
+    if hard_figure:
+        canvas, shift, furniture = _furniture(hard_rng, canvas, background)
+        layout.boxes = [(a, b + shift, c, d + shift) for a, b, c, d in layout.boxes]
+        labels = [
+            None if lb is None else (lb[0], lb[1] + shift, lb[2], lb[3] + shift) for lb in labels
+        ]
     caption_strip = rng.random() < 0.15
     if caption_strip:  # figures cropped from PDFs often carry a line of caption below them
         strip = int(rng.integers(20, 48))
@@ -168,7 +193,10 @@ def make_figure(
         )
 
     buffer = io.BytesIO()
-    canvas.save(buffer, format="JPEG", quality=int(rng.integers(80, 96)))
+    quality = int(rng.integers(80, 96))
+    if hard_figure:
+        canvas, quality = _scanned(hard_rng, canvas, quality)
+    canvas.save(buffer, format="JPEG", quality=quality)
     figure = SynthFigure(
         name=f"synth-{index:06d}",
         split="val" if index % val_every == 0 else "train",
@@ -191,9 +219,79 @@ def make_figure(
             "panel_kinds": kinds,
             "caption_strip": caption_strip,
             "scale": scale,
+            "hard": hard_figure,
+            "furniture": furniture,
         },
     )
     return buffer.getvalue(), figure
+
+
+def _hard_panel(
+    rng: np.random.Generator, panel: Image.Image, kind: str, page: tuple, margin: int
+) -> None:
+    """Frame a white panel that touches its neighbours (else no one could see its edge), and
+    sometimes inset a magnified detail: an inset is part of its panel, never a panel."""
+    w, h = panel.size
+    if margin < 6 and page == (255, 255, 255) and (kind in WHITE_KINDS or kind in HARD_WHITE):
+        ImageDraw.Draw(panel).rectangle((0, 0, w - 1, h - 1), outline=(70, 70, 70))
+    if min(w, h) > 120 and rng.random() < 0.15:
+        iw, ih = int(w * rng.uniform(0.22, 0.38)), int(h * rng.uniform(0.22, 0.38))
+        detail = PROCEDURAL[str(rng.choice(["ct", "histology", "fluorescence", "fundus"]))](
+            rng, iw, ih
+        )
+        x = int(rng.choice([3, w - iw - 3]))
+        y = int(rng.choice([3, h - ih - 3]))
+        panel.paste(detail, (x, y))
+        ImageDraw.Draw(panel).rectangle(
+            (x, y, x + iw - 1, y + ih - 1), outline=(255, 255, 0), width=2
+        )
+
+
+def _furniture(
+    rng: np.random.Generator, canvas: Image.Image, page: tuple
+) -> tuple[Image.Image, int, list[str]]:
+    """A figure title above and a colour-bar legend beside the panels: ink outside every
+    panel, which the detector must learn to leave alone. Returns the canvas, the vertical
+    shift of every box, and what was added."""
+    added: list[str] = []
+    ink = (0, 0, 0) if page == (255, 255, 255) else (255, 255, 255)
+    top = int(rng.integers(22, 40)) if rng.random() < 0.3 else 0
+    right = int(rng.integers(40, 70)) if rng.random() < 0.25 else 0
+    if not top and not right:
+        return canvas, 0, added
+    out = Image.new("RGB", (canvas.width + right, canvas.height + top), page)
+    out.paste(canvas, (0, top))
+    draw = ImageDraw.Draw(out)
+    if top:
+        draw.text(
+            (8, 3), "Treatment response at 6 months", fill=ink, font=font(top // 2, bold=True)
+        )
+        added.append("title")
+    if right:
+        x0, span = canvas.width + 8, max(10, canvas.height - 20)
+        for k in range(span):
+            t = k / span
+            draw.line(
+                (x0, top + 10 + k, x0 + 12, top + 10 + k),
+                fill=(int(255 * t), int(120 * (1 - t)), 200),
+            )
+        for k, tick in enumerate(("1.0", "0.5", "0.0")):
+            draw.text((x0 + 15, top + 4 + k * span / 2), tick, fill=ink, font=font(10))
+        added.append("legend")
+    return out, top, added
+
+
+def _scanned(
+    rng: np.random.Generator, canvas: Image.Image, quality: int
+) -> tuple[Image.Image, int]:
+    """Scanner noise, softness and strong JPEG compression, each sometimes."""
+    if rng.random() < 0.4:
+        arr = np.asarray(canvas, dtype=np.float32)
+        arr = arr + rng.normal(0, rng.uniform(2, 7), arr.shape)
+        canvas = Image.fromarray(np.clip(arr, 0, 255).astype(np.uint8))
+    if rng.random() < 0.5:
+        quality = int(rng.integers(35, 80))
+    return canvas, quality
 
 
 def yolo_lines(figure: SynthFigure) -> str:
@@ -206,9 +304,9 @@ def yolo_lines(figure: SynthFigure) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _write_one(args: tuple[Path, int, int, list[str] | None, int]) -> dict:
-    out, seed, index, folders, max_side = args
-    data, figure = make_figure(seed, index, folders=folders, max_side=max_side)
+def _write_one(args: tuple[Path, int, int, list[str] | None, int, float]) -> dict:
+    out, seed, index, folders, max_side, hard = args
+    data, figure = make_figure(seed, index, folders=folders, max_side=max_side, hard=hard)
     (out / "images" / figure.split / f"{figure.name}.jpg").write_bytes(data)
     (out / "labels" / figure.split / f"{figure.name}.txt").write_text(yolo_lines(figure))
     (out / "meta" / f"{figure.name}.json").write_text(json.dumps(asdict(figure), indent=1))
@@ -254,11 +352,12 @@ def write_dataset(
     workers: int | None = None,
     max_side: int = 768,
     progress: bool = False,
+    hard: float = 0.0,
 ) -> list[dict]:
     """Write ``n`` figures in parallel; returns their ground truth in index order."""
     for sub in ("images/train", "images/val", "labels/train", "labels/val", "meta", "annotations"):
         (out / sub).mkdir(parents=True, exist_ok=True)
-    jobs = [(out, seed, i, folders, max_side) for i in range(n)]
+    jobs = [(out, seed, i, folders, max_side, hard) for i in range(n)]
     workers = workers or os.cpu_count() or 1
     figures: list[dict]
     if workers == 1:

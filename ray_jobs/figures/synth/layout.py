@@ -92,3 +92,40 @@ def _merge_span(rng, boxes, row_of, col_of, rows, cols, label_band) -> None:  # 
     else:
         boxes[a] = (ax0, ay0, bx1, boxes[a][3])
     del boxes[b], row_of[b], col_of[b]
+
+
+def uneven_layout(
+    rng: np.random.Generator, label_band: int = 0, max_side: int = 1600, margin: int = 0
+) -> Layout:
+    """A grid whose columns differ in width and rows in height (one weight per column and per
+    row), often gutterless: real figures pair a wide image with a narrow plot."""
+    rows, cols = _count(rng), _count(rng)
+    if rows * cols == 1:
+        cols = 2
+    widths = rng.uniform(0.5, 1.8, cols)
+    heights = rng.uniform(0.5, 1.8, rows)
+    unit = float(rng.uniform(110, 300))
+    widths, heights = widths * unit, heights * unit * float(rng.uniform(0.7, 1.3))
+    scale = min(
+        1.0,
+        max_side / (widths.sum() + margin * (cols - 1)),
+        max_side / (heights.sum() + rows * label_band + margin * (rows - 1)),
+    )
+    widths = np.maximum(32, widths * scale).astype(int)
+    heights = np.maximum(32, heights * scale).astype(int)
+    xs = np.concatenate([[0], np.cumsum(widths + margin)])
+    ys = np.concatenate([[0], np.cumsum(heights + margin + label_band)])
+    boxes: list[Box] = []
+    row_of: list[int] = []
+    col_of: list[int] = []
+    for r in range(rows):
+        for c in range(cols):
+            y0 = int(ys[r]) + label_band
+            boxes.append((int(xs[c]), y0, int(xs[c] + widths[c]), y0 + int(heights[r])))
+            row_of.append(r)
+            col_of.append(c)
+    width = int(xs[-1] - margin)
+    height = int(ys[-1] - margin)
+    return Layout(
+        "uneven", width, height, boxes, (rows, cols), margin, 0, label_band, row_of, col_of
+    )
