@@ -209,3 +209,30 @@ def test_train_command_on_a_tiny_dataset(tmp_path: Path) -> None:
     assert weights.is_file() and weights.name == "yolo11n-panels.pt"
     assert json.loads((tmp_path / "out" / "yolo11n-panels.train.json").read_text())["epochs"] == 1
     assert not (tmp_path / "runs").exists()  # ultralytics wrote nothing beside the caller
+
+
+def test_warm_start_keeps_the_checkpoint_it_starts_from(tmp_path: Path) -> None:
+    """A fine-tune starts from the shipped weights, not from scratch: after one tiny epoch
+    its first convolution is still the shipped one's, near enough."""
+    import torch
+
+    from ray_jobs.figures.detector_train import train_detector
+
+    write_dataset(tmp_path / "data", 4, seed=12, workers=1, max_side=128, hard=1.0)
+    result = train_detector(
+        tmp_path / "data" / "data.yaml",
+        tmp_path / "out",
+        epochs=1,
+        imgsz=64,
+        batch=4,
+        workers=0,
+        device="cpu",
+        warm_start=WEIGHTS,
+    )
+
+    def first_conv(path: Path | str) -> torch.Tensor:
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+        return next(iter(ckpt["model"].float().state_dict().values())).flatten()
+
+    shipped, tuned = first_conv(WEIGHTS), first_conv(result.weights)
+    assert torch.nn.functional.cosine_similarity(shipped, tuned, dim=0) > 0.9

@@ -1,6 +1,7 @@
 """Train the panel detector with ultralytics on a synthetic (or any YOLO-format) dataset.
 
-Offline by construction: the model is built from its YAML (no pretrained weights), AMP's
+Offline by construction: the model is built from its YAML, or warm-started from a checkpoint
+of our own (``warm_start``, e.g. the shipped one), never from downloaded weights; AMP's
 self-check (which downloads a model on CUDA) is off, and ultralytics is imported through
 :func:`ultralytics_offline`. The device is whatever the machine running this has.
 """
@@ -13,6 +14,7 @@ import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from ray_jobs.figures.yolo_env import ultralytics_offline
 
@@ -58,13 +60,32 @@ def train_detector(
     seed: int = 0,
     patience: int = 50,
     device: str | None = None,
+    warm_start: str | Path | None = None,
+    resume: bool = False,
+    fraction: float = 1.0,
 ) -> TrainResult:
-    """Train from scratch; copies the best checkpoint to ``out_dir/<arch>-panels.pt``."""
+    """Train (from scratch, or from ``warm_start``'s weights); copies the best checkpoint to
+    ``out_dir/<arch>-panels.pt``. ``resume`` continues an interrupted run in ``out_dir`` from
+    its last epoch, with the arguments it was started with."""
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    model = build_model(arch)
     device = device or _device()
     started = time.perf_counter()
+    last = out / "run" / "weights" / "last.pt"
+    if resume and last.is_file():
+        ultralytics_offline()
+        from ultralytics import YOLO
+
+        model = YOLO(str(last))
+        model.train(resume=True)
+        return _finish(model, out, arch, epochs, imgsz, device, started)
+    if warm_start:
+        ultralytics_offline()
+        from ultralytics import YOLO
+
+        model = YOLO(str(warm_start))
+    else:
+        model = build_model(arch)
     model.train(
         data=str(Path(data_yaml).resolve()),
         epochs=epochs,
@@ -75,7 +96,8 @@ def train_detector(
         project=str(out),
         name="run",
         exist_ok=True,
-        pretrained=False,
+        pretrained=bool(warm_start),  # False would drop the warm start's weights
+        fraction=fraction,
         amp=False,  # its check downloads a model; a from-scratch CPU/GPU run does not need it
         seed=seed,
         deterministic=True,
@@ -85,6 +107,12 @@ def train_detector(
         fliplr=0.5,
         verbose=False,
     )
+    return _finish(model, out, arch, epochs, imgsz, device, started)
+
+
+def _finish(
+    model: Any, out: Path, arch: str, epochs: int, imgsz: int, device: str, started: float
+) -> TrainResult:
     seconds = time.perf_counter() - started
     run = out / "run"
     best = run / "weights" / "best.pt"
