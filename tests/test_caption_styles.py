@@ -286,3 +286,14 @@ def test_halves_are_stable_and_disjoint() -> None:
     assert (len(first), len(second)) == (21, 20)
     assert not set(first) & set(second) and set(first) | set(second) == set(names)
     assert halves(reversed(names)) == (first, second)
+
+
+def test_hostile_text_is_bounded_work() -> None:
+    """Candidates are capped, so a caption of repeated labels costs a bounded number of runs."""
+    from ray_jobs.captions.candidates import MAX_CANDIDATES, find
+
+    assert len(find("A. " * 20000, frozenset(), roman=False)) == MAX_CANDIDATES
+    assert split_caption("(A) x. " * 20000).labels == ["A"]
+    assert split_caption("x " * 30000).subcaptions == []
+    deep = split_caption("(" * 3000 + "A) x " * 1000)
+    assert deep.confidence <= 1.0

@@ -12,8 +12,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ray_jobs.captions.clauses import depths
 from ray_jobs.captions.labels import POSITIONS, SPEC, LabelKey, expand, key_of, unprime
 
+# far above any real caption's (at most 30 candidates in the gold sets); bounds the work on
+# hostile text, where what lies past them is not split
+MAX_CANDIDATES, MAX_MATCHES = 400, 3000
 _POS = "|".join(p.replace(" ", r"\s+") for p in POSITIONS)
 _CANDIDATES = re.compile(
     rf"(?:(?<![\w(])panels?\s+)?\(\s*(?:(?:panels?|images?)\s+)?(?P<paren>{SPEC})\s*[.:]?\s*\)"
@@ -70,17 +74,17 @@ class Candidate:
 
 def clause_start(text: str, pos: int) -> bool:
     """True at the caption start or after . ; : ! ? (optionally followed by "and"/"or")."""
-    before = text[:pos].rstrip()
-    return not before or bool(_CLAUSE_END.search(before))
+    before = text[max(0, pos - 40) : pos].rstrip()
+    return (not before and pos < 40) or bool(_CLAUSE_END.search(before))
 
 
 def _sentence_start(text: str, pos: int) -> bool:
-    before = text[:pos].rstrip()
-    return not before or before[-1] in ".!?"
+    before = text[max(0, pos - 40) : pos].rstrip()
+    return (not before and pos < 40) or before[-1:] in (".", "!", "?")
 
 
 def _depth(text: str, pos: int) -> int:
-    return text.count("(", 0, pos) - text.count(")", 0, pos)
+    return depths(text)[pos]
 
 
 def _closes_phrase(after: str) -> bool:
@@ -89,7 +93,9 @@ def _closes_phrase(after: str) -> bool:
 
 def find(text: str, bold: frozenset[str], roman: bool) -> list[Candidate]:
     found: list[Candidate] = []
-    for m in _CANDIDATES.finditer(text):
+    for n, m in enumerate(_CANDIDATES.finditer(text)):
+        if n >= MAX_MATCHES:
+            break
         kind = next(k for k in _KINDS if m.group(k))
         spec = re.sub(r"^(?:panels?|images?)\s+", "", m.group(kind).strip(), flags=re.I)
         start, end = m.start(), m.end("punct_mark") if kind == "punct" else m.end()
@@ -111,6 +117,8 @@ def find(text: str, bold: frozenset[str], roman: bool) -> list[Candidate]:
         cand = _judge(text, kind, m, start, end, labels, keys, bold)  # type: ignore[arg-type]
         if cand is not None:
             found.append(cand)
+            if len(found) >= MAX_CANDIDATES:
+                break
     return found
 
 
@@ -177,19 +185,23 @@ def _judge(
 def _judge_bare(text: str, cand: Candidate, before: str) -> Candidate | None:
     """A label without punctuation: "a Top view, b ...", "A Palp, ... B Palp", "1 holotype"."""
     label, start, end = cand.labels[0], cand.start, cand.end
-    nxt = text[end:].lstrip()[:1]
+    after = text[end : end + 40]
+    nxt = after.lstrip()[:1]
+    sentence = _sentence_start(text, start)
+    listed = bool(re.search(r"(?:[,;:(]|\band)$", before))
+    if label.islower() and len(cand.labels) == 1 and not (sentence or listed):
+        return None  # a lone lowercase letter is a label only where a sentence or item starts
     if _FIGURE_WORD.search(before) or _NOT_LABEL_AFTER.search(before):
         return None
     if _REFERENCE.search(before) and not re.search(r"(?:[,;:]|\band)$", before):
         return None
     if _depth(text, start) > 0 and not before.endswith(("(", ",")):
         return None  # inside a parenthesis only as a list: "(a T2 axial view, b ...)"
-    sentence = _sentence_start(text, start)
     digit = label.isdigit()
-    if digit and _UNIT.match(text[end:]):
+    if digit and _UNIT.match(after):
         return None  # "5 mm", "3 days", "2 and 3"
     if len(cand.labels) > 1:
-        if not re.match(r"\s+\w", text[end:]) or "," in cand.source:
+        if not re.match(r"\s+\w", after) or "," in cand.source:
             return None
         if not clause_start(text, start) and not re.search(r"[-–—]", cand.source):
             return None  # "Clades A, B and C are ..." is prose
@@ -198,16 +210,13 @@ def _judge_bare(text: str, cand: Candidate, before: str) -> Candidate | None:
         cand.weak = not cand.strong
         return cand
     if label.islower() and not digit:
-        listed = bool(re.search(r"(?:[,;:(]|\band)$", before))
-        if not (sentence or listed):
-            return None
         cand.weak = not sentence
         cand.strong = sentence
         return cand
     if sentence and (nxt.isupper() or nxt == "*"):
         cand.strong = not digit
         return cand  # "B Whole mount", "A *10"
-    title = re.match(r"\s+(?:[a-z]|[A-Z][a-z])", text[end:])
+    title = re.match(r"\s+(?:[a-z]|[A-Z][a-z])", after)
     if sentence and label == "A" and nxt.islower():
         return None  # the article: "A woman with ...", "A 65-year-old ..."
     if label.isupper() and len(label) == 1 and label != "I" and title:

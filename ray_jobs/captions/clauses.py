@@ -8,6 +8,8 @@ abbreviation ("P. berghei", "sp. n.", "Fig. 2") or inside a parenthesis.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
+from functools import lru_cache
 
 _ABBREV = re.compile(
     r"(?:(?-i:\b[A-Z])|\b(?:fig|figs|sp|spp|nov|gen|n|no|nos|vs|ca|approx|cf|al|e\.g|i\.e|ref|refs|"
@@ -28,18 +30,25 @@ NOTE = re.compile(
 _ABBREVIATION_LIST = re.compile(r"(?:\b[\w.'′+-]{1,10}\s*(?:,|=|:)\s*[^;,=]{2,60}[;.]\s*){3,}")
 
 
-def _depth(text: str, pos: int) -> int:
-    return text.count("(", 0, pos) - text.count(")", 0, pos)
+@lru_cache(maxsize=8)
+def depths(text: str) -> list[int]:
+    """Parenthesis depth before each offset of ``text`` (one pass, shared by every lookup)."""
+    out, depth = [0], 0
+    for char in text:
+        depth += (char == "(") - (char == ")")
+        out.append(depth)
+    return out
 
 
-def clause_starts(text: str, sentences_only: bool = False) -> list[int]:
-    """Offsets where a sentence (or, unless ``sentences_only``, a ";" clause) begins."""
+@lru_cache(maxsize=16)
+def _starts(text: str, sentences_only: bool) -> tuple[int, ...]:
     starts = [0]
+    depth = depths(text)
     for m in _BREAK.finditer(text):
         mark = text[m.start() - 1]
         if mark == ";" and sentences_only:
             continue
-        if _depth(text, m.start()) > 0:
+        if depth[m.start()] > 0:
             continue
         if mark == "." and _ABBREV.search(text[max(0, m.start() - 8) : m.start()]):
             continue
@@ -48,12 +57,18 @@ def clause_starts(text: str, sentences_only: bool = False) -> list[int]:
         if mark != ";" and not (nxt.isupper() or nxt in "([*#†" or nxt.isdigit() or gene):
             continue
         starts.append(m.end())
-    return starts
+    return tuple(starts)
+
+
+def clause_starts(text: str, sentences_only: bool = False) -> list[int]:
+    """Offsets where a sentence (or, unless ``sentences_only``, a ";" clause) begins."""
+    return list(_starts(text, sentences_only))
 
 
 def clause_start_before(text: str, pos: int) -> int:
     """Where the ";"/sentence clause holding ``pos`` begins."""
-    return max(s for s in clause_starts(text) if s <= pos)
+    starts = _starts(text, False)
+    return starts[bisect_right(starts, pos) - 1]
 
 
 def is_note(sentence: str) -> bool:

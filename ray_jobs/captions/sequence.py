@@ -16,6 +16,8 @@ from itertools import pairwise
 from ray_jobs.captions.candidates import Candidate, find
 from ray_jobs.captions.labels import LabelKey
 
+MAX_STARTS = 40  # runs tried per caption: bounds the work on hostile text ("a. b. a. b. ...")
+
 
 def unique(labels: list[str]) -> list[str]:
     return list(dict.fromkeys(labels))
@@ -91,20 +93,46 @@ def _sequence(cands: list[Candidate], start: str | None = None) -> list[Candidat
     with (a range's first member), instead of the first of its scheme.
     """
     best: list[Candidate] = []
-    for i, first in enumerate(cands):
-        if not (first.labels[0] == start if start else first.keys[0].starts):
-            continue
+    later = _Later(cands)
+    firsts = [
+        i
+        for i, first in enumerate(cands)
+        if (first.labels[0] == start if start else first.keys[0].starts)
+    ]
+    for i in firsts[:MAX_STARTS]:
         for use_weak in (True, False):
-            if first.weak and not use_weak:
+            if cands[i].weak and not use_weak:
                 break
-            run = _grow(cands, i, use_weak)
+            run = _grow(cands, i, use_weak, later)
             if _valid(run, start) and _rank(run) > _rank(best):
                 best = run
                 break
-    return best or (_second_start(cands) if start is None else [])
+    return best or (_second_start(cands, later) if start is None else [])
 
 
-def _second_start(cands: list[Candidate]) -> list[Candidate]:
+class _Later:
+    """Where each label is last named by a sure candidate, and by one opening a clause: whether
+    the same label comes again later, asked in constant time."""
+
+    def __init__(self, cands: list[Candidate]) -> None:
+        self.sure: dict[LabelKey, int] = {}
+        self.opening: dict[LabelKey, int] = {}
+        for j, c in enumerate(cands):
+            if c.weak:
+                continue
+            for key in c.keys:
+                self.sure[key] = j
+                if c.opens:
+                    self.opening[key] = j
+
+    def named_after(self, cand: Candidate, j: int) -> bool:
+        """A reference, or a weak mention, gives way to the same label named again later (a
+        weak one only to a label that opens a clause)."""
+        last = self.opening if cand.weak else self.sure
+        return any(last.get(key, -1) > j for key in cand.keys)
+
+
+def _second_start(cands: list[Candidate], later: _Later) -> list[Candidate]:
     """ "Transabdominal US shows a mass. CT (B) ... MRI (C) ...": the first panel goes unnamed.
     A run may open at the second letter when the first appears nowhere and the run is made of
     punctuated labels only."""
@@ -115,13 +143,13 @@ def _second_start(cands: list[Candidate]) -> list[Candidate]:
             continue
         if any(k.scheme == key.scheme and k.major == 0 for c in cands for k in c.keys):
             return []
-        run = _grow(cands, i, use_weak=False)
+        run = _grow(cands, i, False, later)
         if _count(run) >= 2 and all(c.strong for c in run) and _rank(run) > _rank(best):
             best = run
     return best
 
 
-def _grow(cands: list[Candidate], i: int, use_weak: bool) -> list[Candidate]:
+def _grow(cands: list[Candidate], i: int, use_weak: bool, later: _Later) -> list[Candidate]:
     run = [cands[i]]
     seen = set(cands[i].keys)
     for j, cand in enumerate(cands[i + 1 :], start=i + 1):
@@ -129,15 +157,7 @@ def _grow(cands: list[Candidate], i: int, use_weak: bool) -> list[Candidate]:
             continue
         if (cand.kind == "pos") != (run[-1].kind == "pos") or seen.intersection(cand.keys):
             continue
-        if (
-            (cand.kind == "ref" or cand.weak)
-            and any(
-                set(later.keys) & set(cand.keys)
-                and not later.weak
-                and (later.opens or not cand.weak)  # a weak label gives way to one opening a clause
-                for later in cands[j + 1 :]
-            )
-        ):
+        if (cand.kind == "ref" or cand.weak) and later.named_after(cand, j):
             continue
         top = max(seen)
         extends = cand.keys[0].follows(run[-1].keys[-1]) or cand.keys[0].follows(top)

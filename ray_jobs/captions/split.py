@@ -151,13 +151,15 @@ def _opens(text: str, c: Candidate, begin: int, groups: list[_Group]) -> bool:
     """Whether ``c`` opens a text of its own rather than joining its clause's group."""
     if c.tail or c.kind in ("ref", "paren_note"):
         return False
+    after = text[c.end : c.end + 3]
+    glued = text[c.start - 1 : c.start].isalpha()  # "...tumorigenesis(a) H&E staining"
     return bool(
         c.kind != "paren"
         or clause_start(text, c.start)
-        or _LISTED.search(text[: c.start])
+        or _LISTED.search(text[max(0, c.start - 20) : c.start])
         or (groups and groups[-1].lead and begin <= groups[-1].cut)  # "(A) Liver (B) Lung"
-        or re.match(r"\s*[A-Z][a-z]", text[c.end : c.end + 3])  # "... 100 µm (b) High power"
-        or (text[c.start - 1 : c.start].isalpha() and re.match(r"\s*[A-Z]", text[c.end :]))
+        or re.match(r"\s*[A-Z][a-z]", after)  # "... 100 µm (b) High power"
+        or (glued and re.match(r"\s*[A-Z]", after))
     )
 
 
