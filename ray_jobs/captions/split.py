@@ -223,7 +223,10 @@ def _merge_open(text: str, groups: list[_Group]) -> list[_Group]:
             before = _clean(text[prev.begin : group.cut])
             # a label that opened its text ends its list item at "; and"; a clause does not
             left_open = (_OPEN_END if prev.lead else _CONJUNCTION_END).search(before)
-            if not before or (left_open and (continues or not prev.lead)):
+            # "(a) Sagittal and (b) oblique T2 images", "(c) T1- and (d) T2-weighted": a lone
+            # modifier; "(A) Barium enema and (B) endoscopic image" names two things
+            modifier = len(before.split()) <= 2 or before.split()[-2].endswith("-")
+            if not before or (left_open and (not prev.lead or (continues and modifier))):
                 prev.cands += group.cands
                 continue
         out.append(_Group(group.cut, group.begin, list(group.cands), group.lead))
