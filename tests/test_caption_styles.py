@@ -219,6 +219,13 @@ def test_list_items_and_headers() -> None:
     assert got["H"] == "Result after 9 years: operated elbow."
 
 
+def test_a_lone_modifier_shares_the_next_text_two_things_do_not() -> None:
+    got = texts("Dermoid. (a) Sagittal and (b) oblique T2-weighted images show the mass.")
+    assert got["a"] == got["b"] == "Sagittal and oblique T2-weighted images show the mass."
+    got = texts("Colon. (A) Contrast enema and (B) endoscopic view of the stricture.")
+    assert got == {"A": "Contrast enema and", "B": "endoscopic view of the stricture."}
+
+
 def test_first_panel_unnamed() -> None:
     caption = (
         "A woman with a pelvic mass. Ultrasound shows the mass. CT (B) shows fat. "
