@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from ray_jobs.captions.baseline import regex_split
-from ray_jobs.captions.gold import halves, score_gold
+from ray_jobs.captions.gold import halves, score_gold, unmarked
 from ray_jobs.captions.pairing import PanelBox, pair_panels
 from ray_jobs.captions.split import split_caption
 
@@ -285,6 +285,13 @@ def test_confidence_orders_how_sure_the_sequence_is() -> None:
 def test_regex_baseline_cuts_at_plain_labels_only() -> None:
     assert regex_split("Scan. (A) CT. (B) MRI.").labels == ["A", "B"]
     assert regex_split("Spider. A Palp, dorsal view B Palp, ventral view").labels == []
+
+
+def test_markers_can_be_taken_out_of_both_texts() -> None:
+    text = "Title. (A) Axial CT, (C, D) MRI. B) Coronal CT. A. Note: a mass."
+    assert " ".join(unmarked(text, ["A", "B", "C", "D"]).split()) == (
+        "Title. Axial CT, MRI. Coronal CT. Note: a mass."
+    )
 
 
 def test_halves_are_stable_and_disjoint() -> None:

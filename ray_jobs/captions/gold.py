@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +64,17 @@ def similarity(a: str, b: str) -> float:
     return Levenshtein.normalized_similarity(" ".join(a.split()), " ".join(b.split()))
 
 
+def unmarked(text: str, labels: Iterable[str]) -> str:
+    """``text`` without the label markers ("(A)", "A)", "A.", "B,") of the figure's labels:
+    the Zou gold keeps them, the splitter's texts (like the prostate gold) do not."""
+    alts = "|".join(re.escape(label) for label in sorted(labels, key=len, reverse=True))
+    if not alts:
+        return text
+    spec = rf"(?:{alts})(?:\s*(?:,|and|[-–])\s*(?:{alts}))*"
+    text = re.sub(rf"\(\s*{spec}\s*\)", " ", text, flags=re.I)
+    return re.sub(rf"(?:(?<=\s)|^){spec}[.):,](?=\s)", " ", text, flags=re.I)
+
+
 def load(path: Path) -> dict[str, dict]:
     return json.loads(path.read_text())
 
@@ -87,7 +99,9 @@ def score_gold(
     ignore_case: bool = False,
     names: Iterable[str] | None = None,
     splitter: Splitter = split_caption,
+    markers: bool = True,
 ) -> GoldScore:
+    """``markers=False`` compares texts with the label markers taken out of both sides."""
     records = load(path) if isinstance(path, Path) else path
     chosen = list(records) if names is None else list(names)
     score = GoldScore()
@@ -107,9 +121,11 @@ def score_gold(
         for label, gold_text in gold.items():
             if label in predicted:
                 score.matched += 1
-                sims[label] = similarity(
-                    split.text_for(predicted[label], preamble=preamble, trailer=trailer), gold_text
-                )
+                ours = split.text_for(predicted[label], preamble=preamble, trailer=trailer)
+                if not markers:
+                    names_ = [g["label"]["text"] for g in record["gt_subfigures"] if g.get("label")]
+                    ours, gold_text = unmarked(ours, names_), unmarked(gold_text, names_)
+                sims[label] = similarity(ours, gold_text)
                 score.similarity_sum += sims[label]
         if predicted:
             score.by_confidence.append((split.confidence, len(predicted), len(sims)))
