@@ -115,6 +115,12 @@ def test_primed_views_and_dashed_labels() -> None:
         ("Chest CT. (A.) Axial view. (B.) Coronal view.", ["A", "B"]),
         ("Cells given control (upper panels, A–C) or siRNA (lower panels, D–F).", list("ABCDEF")),
         ("(a) (b) Axial images. (c) Coronal image.", ["a", "b", "c"]),
+        ("Stains for PSA (image A) and PAP (PAP; image B).", ["A", "B"]),
+        (
+            "Organs. A: brain; B: colon; C: liver; D: lung; E: duct; F: gland; G: gut; "
+            "H: spleen; I: adrenal; K: kidney; L: skin.",  # J skipped: it reads like I
+            list("ABCDEFGHIKL"),
+        ),
     ],
 )
 def test_more_label_forms(caption: str, expected: list[str]) -> None:

@@ -22,7 +22,7 @@ _POS = "|".join(p.replace(" ", r"\s+") for p in POSITIONS)
 _CANDIDATES = re.compile(
     rf"(?:(?<![\w(])panels?\s+)?\(\s*(?:(?:panels?|images?)\s+)?(?P<paren>{SPEC})\s*[.:]?\s*\)"
     rf"|\(\s*(?P<paren_note>{SPEC})\s*[,;]\s*[^()]{{1,60}}\)"  # (C, in red, 200x)
-    rf"|\([^()]{{1,50}}[,;:]\s*(?P<paren_end>{SPEC})\s*\)"  # (upper panels, A–C)
+    rf"|\([^()]{{1,50}}[,;:]\s*(?:(?:panels?|images?)\s+)?(?P<paren_end>{SPEC})\s*\)"  # (PSA; C)
     rf"|(?P<close>(?<![\w(])(?:{SPEC}))\)"  # A)  a)
     rf"|(?P<punct>(?<![\w(’'-])(?:panels?\s+)?(?:{SPEC}))(?P<punct_mark>[.:,])(?=\s|$)"  # A. A:
     rf"|(?P<dash>(?<![\w(])(?:{SPEC}))(?:\s+[–—-]\s+|\s*[–—]\s*(?=[A-Za-z]{{2}}))(?=\S)"  # A – CT

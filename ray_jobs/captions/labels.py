@@ -54,7 +54,9 @@ class LabelKey:
             return True
         if self.major == prev.major:
             return self.minor == prev.minor + 1
-        return self.major == prev.major + 1 and self.minor in (0, 1)
+        # letters may skip I or J, which read alike ("... H, I, K, L ...")
+        skips = self.scheme in "UL" and self.major == prev.major + 2 and prev.major + 1 in (8, 9)
+        return (self.major == prev.major + 1 or skips) and self.minor in (0, 1)
 
     @property
     def starts(self) -> bool:
