@@ -188,14 +188,15 @@ def _styled_like(c: Candidate, first: Candidate) -> bool:
     return c.source[-1:] == first.source[-1:] and not c.source.lower().startswith("panel")
 
 
-def _rank(run: list[Candidate]) -> tuple[int, int, int, int]:
+def _rank(run: list[Candidate]) -> tuple[int, ...]:
     """Letters over other schemes (numbered items or roman columns inside a panel); then more
-    labels; on a tie, stronger (clause-opening) labels, then the earlier start (a range like
-    "(A-D)" that opens the account, split again inside by its members)."""
+    labels; on a tie, a run of sure labels only, then the earlier start (a range like "A and
+    B) ..." that opens the account, split again inside by its members), then more sure ones."""
     if not run:
-        return (0, 0, 0, 0)
+        return (0, 0, 0, 0, 0)
     letters = run[0].keys[0].scheme in "UL" and _count(run) >= 2
-    return letters, _count(run), sum(c.strong for c in run), -run[0].start
+    strong = sum(c.strong for c in run)
+    return letters, _count(run), strong == len(run), -run[0].start, strong
 
 
 def confidence(run: list[Candidate], folded: bool) -> float:
