@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DEMO_DIR ?= demo-output
 DEMO_N ?= 40
 
-.PHONY: install demo test lint format bench bench-detector bench-classifier bench-llm bench-build eval-subcaptions clean \
+.PHONY: install demo test lint format bench bench-detector bench-classifier bench-llm bench-build bench-scale eval-subcaptions clean \
 	docker-build docker-push tools
 
 $(STAMP): pyproject.toml requirements/constraints.txt
@@ -56,6 +56,10 @@ bench-build: install
 # Requests/s against a fake vLLM server with a fixed latency, versus the bound C/L.
 bench-llm: install
 	$(BIN)/python benchmarks/bench_llm.py
+
+# Planning at whole-PMC size (7M listed against a 6M ledger) against the previous planner.
+bench-scale: install
+	$(BIN)/python benchmarks/bench_scale.py
 
 eval-subcaptions: install
 	$(BIN)/python benchmarks/eval_subcaptions.py

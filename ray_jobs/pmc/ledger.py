@@ -84,22 +84,35 @@ def _join_version(version: pa.ChunkedArray | pa.Array) -> pa.Array:
 
 
 def latest_entries(history: pa.Table) -> pa.Table:
-    """The latest entry (by time, then part) of each (pmcid, version), in columns."""
+    """The latest entry (by time, then part) of each (pmcid, version), in columns. Most
+    article versions have one entry: only those with several are sorted."""
     if history.num_rows == 0:
         return history
-    ordered = history.sort_by(
-        [
-            ("pmcid", "ascending"),
-            ("version", "ascending"),
-            ("time", "ascending"),
-            ("part", "ascending"),
-        ]
+    keys = ["pmcid", "_version"]
+    keyed = history.append_column("_version", _join_version(history["version"]))
+    counts = keyed.group_by(keys, use_threads=False).aggregate([("etag", "count")])
+    repeated = counts.filter(pc.greater(counts["etag_count"], 1)).select(keys)
+    if repeated.num_rows == 0:
+        return history
+    single = keyed.join(repeated, keys, join_type="left anti")
+    several = keyed.join(repeated, keys, join_type="left semi").sort_by(
+        [(k, "ascending") for k in ("pmcid", "_version", "time", "part")]
     )
-    ordered = ordered.append_column("_row", pa.array(range(ordered.num_rows), pa.int64()))
-    ordered = ordered.append_column("_version", _join_version(ordered["version"]))
-    last = ordered.group_by(["pmcid", "_version"], use_threads=False).aggregate([("_row", "max")])
-    rows = pc.array_sort_indices(last["_row_max"])
-    return ordered.take(pc.take(last["_row_max"], rows)).drop_columns(["_row", "_version"])
+    several = several.append_column("_row", pa.array(range(several.num_rows), pa.int64()))
+    last = several.group_by(keys, use_threads=False).aggregate([("_row", "max")])["_row_max"]
+    chosen = several.take(pc.take(last, pc.array_sort_indices(last)))
+    return pa.concat_tables(
+        [single.drop_columns(["_version"]), chosen.drop_columns(["_version", "_row"])]
+    )
+
+
+def _read_history(storage: Storage) -> pa.Table:
+    tables = [
+        read_parquet(storage, key).select(LEDGER_SCHEMA.names).cast(LEDGER_SCHEMA)
+        for key in sorted(storage.list(LEDGER_PREFIX))
+        if key.endswith(".parquet")
+    ]
+    return pa.concat_tables(tables) if tables else LEDGER_SCHEMA.empty_table()
 
 
 def refs_table(refs: Iterable[ArticleRef]) -> pa.Table:
@@ -118,7 +131,7 @@ def refs_table(refs: Iterable[ArticleRef]) -> pa.Table:
     )
 
 
-def ref_batches(refs: Iterable[ArticleRef], size: int = 100_000) -> Iterator[pa.Table]:
+def ref_batches(refs: Iterable[ArticleRef], size: int = 250_000) -> Iterator[pa.Table]:
     """A listing's refs as Arrow tables of at most ``size`` rows: memory bounded per batch."""
     batch: list[ArticleRef] = []
     for ref in refs:
@@ -135,27 +148,28 @@ def table_refs(table: pa.Table) -> list[ArticleRef]:
 
 
 class Ledger:
-    """The ledger in columns: every committed entry (``history``) and the latest of each
-    article version (``latest``), both Arrow tables, so planning against millions of entries
-    is joins and filters, not a Python object per article."""
+    """The ledger in columns: the latest entry of each article version (``latest``, an Arrow
+    table) and the names of the committed parts, so planning against millions of entries is
+    joins and filters, not a Python object per article. The full history stays in storage;
+    only :meth:`compact` reads all of it."""
 
-    def __init__(self, storage: Storage, history: pa.Table):
+    def __init__(self, storage: Storage, latest: pa.Table, parts: set[str]):
         self.storage = storage
-        self.history = history  # every entry ever committed (compaction keeps them all)
-        self.latest = latest_entries(history)
+        self._latest = latest
+        self._unfolded: list[pa.Table] = []  # committed since load, folded in when asked
+        self.parts = parts
 
     @classmethod
     def load(cls, storage: Storage) -> Ledger:
-        tables = [
-            read_parquet(storage, key).select(LEDGER_SCHEMA.names).cast(LEDGER_SCHEMA)
-            for key in sorted(storage.list(LEDGER_PREFIX))
-            if key.endswith(".parquet")
-        ]
-        history = pa.concat_tables(tables) if tables else LEDGER_SCHEMA.empty_table()
-        if tables:
-            history = history.group_by(LEDGER_SCHEMA.names, use_threads=False).aggregate([])
-            history = history.select(LEDGER_SCHEMA.names)  # a crashed compaction's duplicates
-        return cls(storage, history)
+        history = _read_history(storage)
+        return cls(storage, latest_entries(history), set(pc.unique(history["part"]).to_pylist()))
+
+    @property
+    def latest(self) -> pa.Table:
+        if self._unfolded:
+            self._latest = latest_entries(pa.concat_tables([self._latest, *self._unfolded]))
+            self._unfolded = []
+        return self._latest
 
     def __len__(self) -> int:
         return self.latest.num_rows
@@ -179,7 +193,9 @@ class Ledger:
         for batch in listing:
             listed += batch.num_rows
             keyed = batch.append_column("_version", _join_version(batch["version"]))
-            joined = keyed.join(known, ["pmcid", "_version"], join_type="left outer")
+            # the batch is the right side, the one Arrow builds its hash table on: small, and
+            # built once per batch (the ledger as build side would be rebuilt for every batch)
+            joined = known.join(keyed, ["pmcid", "_version"], join_type="right outer")
             failed = pc.equal(joined["_status"], "failed")
             worth_retry = pc.or_(joined["_retryable"], pa.scalar(retry_failed))
             needs = pc.or_kleene(
@@ -205,7 +221,7 @@ class Ledger:
         return table_refs(table), listed
 
     def committed_parts(self) -> set[str]:
-        return set(pc.unique(self.history["part"]).to_pylist())
+        return set(self.parts)
 
     def commit(self, part: str, entries: list[LedgerEntry]) -> None:
         """Record the articles of an output part; call only after the part is written."""
@@ -213,8 +229,8 @@ class Ledger:
             return
         table = pa.Table.from_pylist([asdict(e) for e in entries], schema=LEDGER_SCHEMA)
         write_parquet(self.storage, f"{LEDGER_PREFIX}/{part}.parquet", table)
-        self.history = pa.concat_tables([self.history, table])
-        self.latest = latest_entries(pa.concat_tables([self.latest, table]))
+        self._unfolded.append(table)
+        self.parts.add(part)
 
     def remove_orphans(self, prefixes: tuple[str, ...]) -> list[str]:
         """Delete output parts under ``prefixes`` that no ledger segment committed."""
@@ -235,8 +251,12 @@ class Ledger:
         keys = [k for k in self.storage.list(LEDGER_PREFIX) if k.endswith(".parquet")]
         if len(keys) < min_segments:
             return False
+        history = _read_history(self.storage)  # every entry: they name the committed parts
+        history = history.group_by(LEDGER_SCHEMA.names, use_threads=False).aggregate([])
         name = "compacted-" + dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%f")
-        write_parquet(self.storage, f"{LEDGER_PREFIX}/{name}.parquet", self.history)
+        write_parquet(
+            self.storage, f"{LEDGER_PREFIX}/{name}.parquet", history.select(LEDGER_SCHEMA.names)
+        )
         for key in keys:
             self.storage.delete(key)
         return True
