@@ -232,6 +232,15 @@ def test_a_lone_modifier_shares_the_next_text_two_things_do_not() -> None:
     assert got == {"A": "Contrast enema and", "B": "endoscopic view of the stricture."}
 
 
+def test_notes_for_some_labels_go_to_those_labels() -> None:
+    split = split_caption("Tissue. (A) Benign. (B) Cancer. (A: ×100; B: ×400).")
+    assert [(s.label, s.text) for s in split.subcaptions] == [
+        ("A", "Benign. ×100"),
+        ("B", "Cancer. ×400"),
+    ]
+    assert split.trailer == ""
+
+
 def test_first_panel_unnamed() -> None:
     caption = (
         "A woman with a pelvic mass. Ultrasound shows the mass. CT (B) shows fat. "
