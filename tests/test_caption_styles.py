@@ -278,6 +278,7 @@ def test_label_case_is_kept_and_scored_ignoring_case() -> None:
         "A total of 40 patients were scanned. A subset is shown at day 6 and day 7.",
         "T cells and B cells in the spleen of C57 mice.",
         "Tumour volume in mice (n = 6) after 2, 4 and 6 weeks of treatment.",
+        "Tumour growth as shown in Figure 2 (B) and (C) of the earlier study.",
     ],
 )
 def test_captions_that_name_no_labels_are_not_split(caption: str) -> None:

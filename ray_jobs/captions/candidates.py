@@ -37,7 +37,7 @@ _REFERENCE = re.compile(
     r"(?:\b(?:in|see|of|from|to|with|as|than|versus|vs\.?|like|by|on|at|between)\s*|[=<>])$",
     re.I,
 )
-_FIGURE_WORD = re.compile(r"(?:fig(?:ure)?s?\.?|table|supplementary|ref\.?)\s*$", re.I)
+_FIGURE_WORD = re.compile(r"(?:fig(?:ure)?s?\.?|table|supplementary|ref\.?)\s*(?:S?\d+\s*)?$", re.I)
 # words a lone capital or number follows without being a label: "type B", "day 6", "vitamin A"
 _NOT_LABEL_AFTER = re.compile(
     r"\b(?:type|group|groups|grade|stage|class|zone|site|lane|chain|vitamin|protein|factor|"
