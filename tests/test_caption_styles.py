@@ -241,6 +241,17 @@ def test_notes_for_some_labels_go_to_those_labels() -> None:
     assert split.trailer == ""
 
 
+def test_a_letter_never_named_may_be_skipped_in_a_long_run() -> None:
+    caption = (
+        "Receptor staining in tissues: muscle (A and A'), smooth muscle (C and C'), fat "
+        "(D and D'), cartilage (E and E'), and synovium (F and F')."
+    )
+    assert labels(caption) == ["A", "C", "D", "E", "F"]
+    assert labels("Scans. (A) CT. (C) MRI.") == []  # too short to believe the gap
+    assert labels("Scans. (A) CT. (B) MRI. (D) PET. (E) US.") == ["A", "B", "D", "E"]
+    assert labels("Scans. (A) CT. (B) MRI. (D) PET, unlike (C). (E) US.") == ["A", "B", "C"]
+
+
 def test_first_panel_unnamed() -> None:
     caption = (
         "A woman with a pelvic mass. Ultrasound shows the mass. CT (B) shows fat. "

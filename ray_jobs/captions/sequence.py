@@ -117,6 +117,7 @@ class _Later:
     def __init__(self, cands: list[Candidate]) -> None:
         self.sure: dict[LabelKey, int] = {}
         self.opening: dict[LabelKey, int] = {}
+        self.named = {key for c in cands for key in c.keys}
         for j, c in enumerate(cands):
             if c.weak:
                 continue
@@ -152,6 +153,7 @@ def _second_start(cands: list[Candidate], later: _Later) -> list[Candidate]:
 def _grow(cands: list[Candidate], i: int, use_weak: bool, later: _Later) -> list[Candidate]:
     run = [cands[i]]
     seen = set(cands[i].keys)
+    gapped = False
     for j, cand in enumerate(cands[i + 1 :], start=i + 1):
         if cand.weak and not use_weak:
             continue
@@ -162,16 +164,30 @@ def _grow(cands: list[Candidate], i: int, use_weak: bool, later: _Later) -> list
         top = max(seen)
         extends = cand.keys[0].follows(run[-1].keys[-1]) or cand.keys[0].follows(top)
         fills = cand.keys[0] < top and cand.keys[0].scheme == top.scheme and not cand.weak
+        if not (extends or fills) and not gapped and _skips_unnamed(cand, top, later):
+            extends = gapped = True  # "(A and A′) ..., (C and C′) ...": B is never named
         if extends or fills:
             run.append(cand)
             seen.update(cand.keys)
     return run
 
 
+def _skips_unnamed(cand: Candidate, top: LabelKey, later: _Later) -> bool:
+    """A sure label one letter past the run, where the letter between is named nowhere."""
+    key = cand.keys[0]
+    if cand.weak or not cand.strong or cand.kind == "ref" or key.scheme not in "UL" or key.minor:
+        return False
+    skipped = LabelKey(key.scheme, key.major - 1, 0)
+    return key.scheme == top.scheme and key.major == top.major + 2 and skipped not in later.named
+
+
 def _valid(run: list[Candidate], start: str | None) -> bool:
     labels = {k for c in run for k in c.keys}
     if len(labels) < 2 and not (run[0].strong and not run[0].weak):
         return False
+    majors = sorted({k.major for k in labels if k.scheme in "UL"})
+    if any(b - a == 2 for a, b in pairwise(majors)) and len(labels) < 4:
+        return False  # a letter left out is believable only in a longer run
     if any(c.weak and not _styled_like(c, run[0]) for c in run):
         unbroken = all(b.keys[0].follows(a.keys[-1]) for a, b in pairwise(run))
         digits = run[0].keys[0].scheme == "D"
