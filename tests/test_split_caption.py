@@ -202,7 +202,7 @@ def test_gold_subcaptions_meet_the_targets(jats_dir: Path) -> None:
     score = score_gold(jats_dir.parent / "subcaptions" / "prostate_gold.json")
     assert score.captions == 196
     assert score.f1 >= 0.98
-    assert score.similarity >= 0.86
+    assert score.similarity >= 0.87
 
 
 def test_zou_dev_across_the_literature(jats_dir: Path) -> None:
@@ -212,7 +212,7 @@ def test_zou_dev_across_the_literature(jats_dir: Path) -> None:
     records = load(path)
     whole = score_gold(records, ignore_case=True)
     assert whole.captions == 224
-    assert whole.f1 >= 0.95 and whole.similarity >= 0.74
+    assert whole.f1 >= 0.95 and whole.similarity >= 0.745
     for half in halves(records):
         score = score_gold(records, ignore_case=True, names=half)
         assert score.f1 >= 0.93 and score.similarity >= 0.72

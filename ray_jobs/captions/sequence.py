@@ -24,6 +24,8 @@ def unique(labels: list[str]) -> list[str]:
 
 
 def best_run(text: str, bold: frozenset[str], start: str | None) -> tuple[list[Candidate], bool]:
+    """The label sequence of ``text`` (letters/digits, then roman numerals where they name
+    more), with sub-labels folded where that applies; the flag says whether they were."""
     cands = find(text, bold, roman=False)
     run = _sequence(cands, start)
     roman_cands = find(text, bold, roman=True)
