@@ -80,8 +80,8 @@ def writer_vs_tarfile(dataset: Path, repeat: int) -> tuple[float, float, int]:
     import webdataset as wds
 
     from ray_jobs.shards.records import PanelRecord
-    from ray_jobs.shards.storage import LocalStorage
     from ray_jobs.shards.writer import ShardWriter, sample_members
+    from ray_jobs.storage.store import LocalStorage
 
     samples = []
     for shard in sorted((dataset / "shards").glob("*.tar")):

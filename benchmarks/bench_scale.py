@@ -56,8 +56,9 @@ def ledger_rows(start: int, stop: int) -> pa.Table:
 
 
 def write_ledger(root: Path, n: int) -> None:
-    from ray_jobs.pmc.ledger import LEDGER_PREFIX, write_parquet
-    from ray_jobs.shards.storage import LocalStorage
+    from ray_jobs.pmc.ledger import LEDGER_PREFIX
+    from ray_jobs.storage.parquet import write_parquet
+    from ray_jobs.storage.store import LocalStorage
 
     storage = LocalStorage(root)
     for start in range(0, n, SEGMENT_ROWS):
@@ -78,7 +79,7 @@ def listing(n: int):
 
 def plan_arrow(root: Path, n: int) -> dict:
     from ray_jobs.pmc.ledger import Ledger, ref_batches
-    from ray_jobs.shards.storage import LocalStorage
+    from ray_jobs.storage.store import LocalStorage
 
     started = time.perf_counter()
     ledger = Ledger.load(LocalStorage(root))

@@ -139,7 +139,7 @@ def validate_dataset(
 ) -> ValidationReport:
     """Check the dataset at ``uri``; ``run_id``'s new shards (or all of them) in depth."""
     from ray_jobs.shards import manifest as mf
-    from ray_jobs.shards.storage import open_storage
+    from ray_jobs.storage.store import open_storage
 
     storage = open_storage(uri, s3)
     report = ValidationReport(storage.uri, run_id)

@@ -24,8 +24,8 @@ from ray_jobs.benchmark.data import load_benchmark
 from ray_jobs.benchmark.select import pick_caption, recency_order, select_pairs
 from ray_jobs.shards.manifest import build_manifest, write_json
 from ray_jobs.shards.records import PanelRecord, figure_key, panel_key
-from ray_jobs.shards.storage import LocalStorage
 from ray_jobs.shards.writer import ShardWriter
+from ray_jobs.storage.store import LocalStorage
 from ray_jobs.training.exclusion import (
     ExcludeArticles,
     HasCaptionAndImage,

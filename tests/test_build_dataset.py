@@ -23,7 +23,7 @@ from ray_jobs.config import load_settings
 from ray_jobs.jobs.build_dataset import CRASH_AFTER_PARTS_ENV, CRASH_EXIT_CODE, run_build
 from ray_jobs.pmc.sample_corpus import write_corpus
 from ray_jobs.shards.records import INDEX_SCHEMA
-from ray_jobs.shards.storage import open_storage
+from ray_jobs.storage.store import open_storage
 
 N_ARTICLES = 10
 PUBLIC_READ = {

@@ -18,7 +18,7 @@ from ray_jobs.failures import StageError
 from ray_jobs.jobs.ingest import current_articles, read_table, run_ingest
 from ray_jobs.pmc.archive import read_tar_gz
 from ray_jobs.pmc.jats import parse_article
-from ray_jobs.shards.storage import LocalStorage
+from ray_jobs.storage.store import LocalStorage
 
 GOOD_XML = (
     b'<article xmlns:xlink="http://www.w3.org/1999/xlink"><front><article-meta>'

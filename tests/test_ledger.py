@@ -7,9 +7,10 @@ from pathlib import Path
 
 from ray_jobs.config import Settings, load_settings
 from ray_jobs.jobs.ingest import ARTICLES, current_articles, read_table, run_ingest
-from ray_jobs.pmc.ledger import Ledger, write_parquet
+from ray_jobs.pmc.ledger import Ledger
 from ray_jobs.pmc.sample_corpus import write_corpus
-from ray_jobs.shards.storage import LocalStorage
+from ray_jobs.storage.parquet import write_parquet
+from ray_jobs.storage.store import LocalStorage
 
 
 def settings_for(corpus: Path, out: Path, **ingest) -> Settings:

@@ -23,7 +23,7 @@ from ray_jobs.longcap.context import PanelContext, panel_context
 from ray_jobs.longcap.enrich import Enricher, EnrichResult, refine
 from ray_jobs.longcap.prompting import load_prompts, prompt_set_from_texts, prompt_texts
 from ray_jobs.pmc.jats import parse_article
-from ray_jobs.shards.storage import LocalStorage
+from ray_jobs.storage.store import LocalStorage
 
 Items = list[tuple[PanelContext, bytes]]
 

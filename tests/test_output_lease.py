@@ -12,8 +12,8 @@ import pytest
 from ray_jobs.config import load_settings
 from ray_jobs.jobs.build_dataset import run_build
 from ray_jobs.jobs.ingest import run_ingest
-from ray_jobs.shards.lease import LEASE_KEY, LeaseHeld, LeaseLost, OutputLease
-from ray_jobs.shards.storage import S3Storage, Storage, open_storage
+from ray_jobs.storage.lease import LEASE_KEY, LeaseHeld, LeaseLost, OutputLease
+from ray_jobs.storage.store import S3Storage, Storage, open_storage
 
 
 class Clock:
@@ -117,8 +117,8 @@ def test_a_lease_whose_process_died_on_this_host_is_taken_over_at_once(tmp_path:
 
     out = tmp_path / "out"
     script = (
-        "import os, sys; from ray_jobs.shards.lease import OutputLease;"
-        "from ray_jobs.shards.storage import open_storage;"
+        "import os, sys; from ray_jobs.storage.lease import OutputLease;"
+        "from ray_jobs.storage.store import open_storage;"
         "OutputLease(open_storage(sys.argv[1]), 'killed-run', ttl_s=3600).acquire(); os._exit(9)"
     )
     assert subprocess.run([sys.executable, "-c", script, str(out)], timeout=60).returncode == 9

@@ -30,8 +30,8 @@ from ray_jobs.pmc.sample_corpus import write_corpus
 from ray_jobs.pmc.sources import open_source
 from ray_jobs.shards import manifest as mf
 from ray_jobs.shards.records import INDEX_SCHEMA, PanelRecord
-from ray_jobs.shards.storage import LocalStorage
 from ray_jobs.shards.writer import ShardWriter, ustar_header
+from ray_jobs.storage.store import LocalStorage
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from ray_jobs.config import load_settings
 from ray_jobs.failures import FAILURE_SCHEMA
 from ray_jobs.report import build_report, compute_stats
 from ray_jobs.shards.records import INDEX_SCHEMA, REJECT_SCHEMA, PanelRecord
-from ray_jobs.shards.storage import LocalStorage
+from ray_jobs.storage.store import LocalStorage
 
 ENRICHMENT_OFF = {
     "enabled": False,

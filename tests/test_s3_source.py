@@ -14,7 +14,7 @@ from ray_jobs.jobs.ingest import current_articles, failure_counts, run_ingest
 from ray_jobs.pmc.jats import parse_package
 from ray_jobs.pmc.sample_corpus import write_corpus
 from ray_jobs.pmc.sources import PmcS3Source
-from ray_jobs.shards.storage import open_storage
+from ray_jobs.storage.store import open_storage
 
 N_ARTICLES = 24
 

@@ -25,8 +25,8 @@ import pyarrow as pa
 from ray_jobs import __version__
 from ray_jobs.benchmark.select import CAPTION_SOURCES, Pair, select_pairs
 from ray_jobs.config import S3Settings
-from ray_jobs.pmc.ledger import read_parquet, write_parquet
-from ray_jobs.shards.storage import LocalStorage, Storage, open_storage
+from ray_jobs.storage.parquet import read_parquet, write_parquet
+from ray_jobs.storage.store import LocalStorage, Storage, open_storage
 
 FORMAT = "pmcvl-benchmark/1"
 META, PAIRS, EXCLUDED, SHARDS = "benchmark.json", "pairs.parquet", "excluded_articles.txt", "shards"

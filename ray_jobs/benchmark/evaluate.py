@@ -121,7 +121,7 @@ def write_json(destination: str, data: dict[str, Any]) -> None:
     body = json.dumps(data, indent=2, ensure_ascii=False).encode()
     parsed = urlparse(destination)
     if parsed.scheme == "s3":
-        from ray_jobs.shards.storage import s3_client
+        from ray_jobs.storage.store import s3_client
 
         client = s3_client(OutputS3Settings())
         client.put_object(Bucket=parsed.netloc, Key=parsed.path.lstrip("/"), Body=body)

@@ -34,12 +34,13 @@ from ray_jobs.config import Settings, load_settings
 from ray_jobs.failures import FAILURE_SCHEMA
 from ray_jobs.logs import setup_logging
 from ray_jobs.pipeline.rows import ARTICLE, DROPPED, FAILED, OK, Row
-from ray_jobs.pmc.ledger import Ledger, LedgerEntry, read_parquet, write_parquet
+from ray_jobs.pmc.ledger import Ledger, LedgerEntry
 from ray_jobs.shards import manifest as mf
-from ray_jobs.shards.lease import OutputLease
 from ray_jobs.shards.records import REJECT_SCHEMA, PanelRecord
-from ray_jobs.shards.storage import Storage, open_storage
 from ray_jobs.shards.writer import ShardInfo, ShardWriter
+from ray_jobs.storage.lease import OutputLease
+from ray_jobs.storage.parquet import read_parquet, write_parquet
+from ray_jobs.storage.store import Storage, open_storage
 
 log = logging.getLogger(__name__)
 

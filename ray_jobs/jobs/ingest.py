@@ -32,11 +32,12 @@ from ray_jobs.config import Settings
 from ray_jobs.failures import FAILURE_SCHEMA, FailureRecord, StageError
 from ray_jobs.pmc.article_table import ARTICLE_SCHEMA, article_row, articles_table
 from ray_jobs.pmc.jats import parse_package
-from ray_jobs.pmc.ledger import Ledger, LedgerEntry, read_parquet, write_parquet
+from ray_jobs.pmc.ledger import Ledger, LedgerEntry
 from ray_jobs.pmc.records import ArticleRef
 from ray_jobs.pmc.sources import ArticleSource, open_source
-from ray_jobs.shards.lease import OutputLease
-from ray_jobs.shards.storage import Storage, open_storage
+from ray_jobs.storage.lease import OutputLease
+from ray_jobs.storage.parquet import read_parquet, write_parquet
+from ray_jobs.storage.store import Storage, open_storage
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +163,7 @@ def _ingest(
     lease: OutputLease,
     progress: bool,
 ) -> IngestReport:
-    """The run, holding the output's lease (see :mod:`ray_jobs.shards.lease`)."""
+    """The run, holding the output's lease (see :mod:`ray_jobs.storage.lease`)."""
     run_id = report.run_id
     ledger = Ledger.load(storage)
     report.orphans_removed = ledger.remove_orphans((ARTICLES, FAILURES))

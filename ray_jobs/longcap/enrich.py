@@ -30,7 +30,7 @@ from ray_jobs.longcap.context import PanelContext, render_sections
 from ray_jobs.longcap.images import image_data_url
 from ray_jobs.longcap.prompting import PromptSet, load_prompts
 from ray_jobs.shards.records import Feature
-from ray_jobs.shards.storage import Storage
+from ray_jobs.storage.store import Storage
 
 log = logging.getLogger(__name__)
 

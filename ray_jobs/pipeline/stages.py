@@ -115,7 +115,7 @@ class EnrichStage:
 
     def __init__(self, settings: Settings):
         from ray_jobs.longcap.enrich import Enricher
-        from ray_jobs.shards.storage import open_storage
+        from ray_jobs.storage.store import open_storage
 
         cache = open_storage(settings.output.uri, settings.output.s3)
         self.enricher = Enricher(settings.longcap, cache=cache)

@@ -11,7 +11,6 @@ no read-modify-write, which S3 cannot do atomically; :meth:`Ledger.compact` fold
 from __future__ import annotations
 
 import datetime as dt
-import io
 import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
@@ -19,10 +18,10 @@ from typing import Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from ray_jobs.pmc.records import ArticleRef
-from ray_jobs.shards.storage import Storage
+from ray_jobs.storage.parquet import read_parquet, write_parquet
+from ray_jobs.storage.store import Storage
 
 log = logging.getLogger(__name__)
 
@@ -66,16 +65,6 @@ class LedgerEntry:
     ) -> LedgerEntry:
         now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
         return cls(ref.pmcid, ref.version, ref.etag, status, retryable, part, now)
-
-
-def write_parquet(storage: Storage, key: str, table: pa.Table) -> None:
-    buffer = io.BytesIO()
-    pq.write_table(table, buffer, compression="zstd")
-    storage.write_bytes(key, buffer.getvalue())
-
-
-def read_parquet(storage: Storage, key: str) -> pa.Table:
-    return pq.read_table(io.BytesIO(storage.read_bytes(key)))
 
 
 def _join_version(version: pa.ChunkedArray | pa.Array) -> pa.Array:

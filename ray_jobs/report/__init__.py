@@ -10,7 +10,7 @@ from __future__ import annotations
 from ray_jobs.config import Settings, load_settings
 from ray_jobs.report.page import write_report
 from ray_jobs.report.stats import ReportStats, compute_stats
-from ray_jobs.shards.storage import open_storage
+from ray_jobs.storage.store import open_storage
 
 __all__ = ["ReportStats", "build_report", "compute_stats", "write_report"]
 

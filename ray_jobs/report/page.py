@@ -13,7 +13,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from ray_jobs.report.plots import charts, drop_counts
 from ray_jobs.report.stats import FUNNEL, ReportStats
-from ray_jobs.shards.storage import Storage
+from ray_jobs.storage.store import Storage
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:60em;color:#222;padding:0 1em}

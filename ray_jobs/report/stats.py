@@ -25,7 +25,7 @@ from ray_jobs.captions.tokens import WINDOWS, long_tokens, token_waste
 from ray_jobs.failures import FAILURE_SCHEMA
 from ray_jobs.shards.manifest import PARTS
 from ray_jobs.shards.records import INDEX_SCHEMA, REJECT_SCHEMA
-from ray_jobs.shards.storage import Storage
+from ray_jobs.storage.store import Storage
 
 MANIFEST_FORMAT = "pmcvl-dataset/1"
 FUNNEL = ("articles", "figures", "panels", "kept", "enriched")

@@ -14,8 +14,8 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from ray_jobs.shards.storage import Storage
 from ray_jobs.shards.writer import INDEX, SHARDS, STATS
+from ray_jobs.storage.store import Storage
 
 log = logging.getLogger(__name__)
 

@@ -19,9 +19,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from ray_jobs.pmc.ledger import write_parquet
 from ray_jobs.shards.records import INDEX_SCHEMA, PanelRecord
-from ray_jobs.shards.storage import Storage
+from ray_jobs.storage.parquet import write_parquet
+from ray_jobs.storage.store import Storage
 
 SHARDS, INDEX, STATS = "shards", "index", "stats"
 

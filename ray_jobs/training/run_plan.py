@@ -43,7 +43,7 @@ def run_name(run_id: str, when: dt.datetime) -> str:
 def manifest_summary(manifest_uri: str, split: str, s3: S3Settings | None = None) -> dict[str, Any]:
     """The shard list the run will train on, from the manifest: count, samples, provenance.
     Fails here, before any GPU is asked for, when the split has no shards."""
-    from ray_jobs.shards.storage import open_storage
+    from ray_jobs.storage.store import open_storage
 
     parsed = urlparse(manifest_uri)
     if parsed.scheme == "s3":

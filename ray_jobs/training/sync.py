@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from ray_jobs.config import OutputS3Settings, S3Settings
-from ray_jobs.shards.storage import check_key, s3_client
+from ray_jobs.storage.store import check_key, s3_client
 
 MANIFEST = "manifest.json"
 

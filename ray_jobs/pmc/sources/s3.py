@@ -24,7 +24,7 @@ from ray_jobs.config import ArchiveLimits, SourceSettings
 from ray_jobs.failures import StageError
 from ray_jobs.pmc.records import ArticlePackage, ArticleRef
 from ray_jobs.pmc.sources.base import FETCH, check_retracted, split_pmc_name
-from ray_jobs.shards.storage import s3_client
+from ray_jobs.storage.store import s3_client
 
 METADATA_PREFIX = "metadata/"
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".gif", ".tif", ".tiff", ".webp", ".bmp")

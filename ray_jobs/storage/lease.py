@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ray_jobs.shards.storage import Storage
+from ray_jobs.storage.store import Storage
 
 log = logging.getLogger(__name__)
 
