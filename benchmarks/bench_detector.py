@@ -100,6 +100,63 @@ def held_out(weights: list[str], n: int, imgsz: int) -> None:
     print()
 
 
+def letters(n: int) -> None:
+    """Letter accuracy of the shipped label reader on held-out gold label crops."""
+    from ray_jobs.figures.letters.evaluate import family_labels, generator_labels, letter_accuracy
+    from ray_jobs.figures.letters.model import DEFAULT_WEIGHTS, LabelReader
+
+    if not DEFAULT_WEIGHTS.is_file():
+        print(f"no label reader at {DEFAULT_WEIGHTS}\n")
+        return
+    reader = LabelReader()
+    print(f"{'label set':<40} {'labels':>7} {'accuracy':>9} {'labels/s':>9}")
+    for name, items in (
+        (f"generator seed 99 ({n} figures)", generator_labels(n, 99)),
+        (f"family seed 2026 ({n} figures, other fonts)", family_labels(n, 2026)),
+    ):
+        start = time.perf_counter()
+        acc = letter_accuracy(reader, items)
+        seconds = time.perf_counter() - start
+        print(f"{name:<40} {len(items):>7} {acc:>9.3f} {len(items) / seconds:>9.1f}")
+    print()
+    pairing(n)
+
+
+def lettered_figures(n: int) -> dict[str, list]:
+    from ray_jobs.figures.heldout.figure import make_heldout_figure
+    from ray_jobs.figures.synth.generate import make_figure
+
+    out: dict[str, list] = {"generator seed 99": [], "family seed 2026": []}
+    for i in range(n):
+        data, fig = make_figure(99, i)
+        out["generator seed 99"].append(
+            (fig.name, data, fig.panels, fig.label_texts, fig.params["scheme"])
+        )
+        data, held = make_heldout_figure(2026, i)
+        out["family seed 2026"].append(
+            (held.name, data, held.panels, held.label_texts, held.params["scheme"])
+        )
+    return out
+
+
+def pairing(n: int) -> None:
+    """Share of gold panels whose detected panel gets its own subcaption, letters vs order."""
+    from ray_jobs.figures.letters.pairing_eval import pairing_accuracy
+
+    detector = PanelDetector(DetectorSettings())
+    print(
+        f"{'pairing (letter-labelled figures)':<34} {'figures':>7} {'panels':>7} "
+        f"{'letters':>8} {'order':>7} {'by letter':>9}"
+    )
+    for name, figures in lettered_figures(n).items():
+        r = pairing_accuracy(detector, figures)
+        print(
+            f"{name:<34} {r['figures']:>7} {r['panels']:>7} {r['with_letters']:>8.3f} "
+            f"{r['reading_order_only']:>7.3f} {r['figures_paired_by_letter']:>9}"
+        )
+    print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--synthetic", type=int, default=30)
@@ -114,6 +171,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     held_out(args.weights or [DetectorSettings().weights], args.held_out, args.imgsz)
+    letters(args.held_out)
     items = figures(args.synthetic)
     settings = DetectorSettings(imgsz=args.imgsz)
     shipped = PanelDetector(settings)

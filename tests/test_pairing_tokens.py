@@ -96,3 +96,48 @@ def test_token_waste() -> None:
     assert waste[77] == pytest.approx((23 + 223) / 450)
     assert waste[512] == 0.0
     assert token_waste([]) == {77: 0.0, 154: 0.0, 256: 0.0, 512: 0.0}
+
+
+def lettered(letters: list[str | None]) -> list[PanelBox]:
+    return [
+        PanelBox(i, (i * 100, 0, i * 100 + 90, 90), letter is not None, letter)
+        for i, letter in enumerate(letters)
+    ]
+
+
+def test_read_letters_pair_panels_whatever_the_order() -> None:
+    """A figure lettered against reading order: the letters read win, and say so."""
+    paired = pair_panels(lettered(["b", "a"]), split_caption(CAPTION), CAPTION, MENTIONS)
+    assert [(p.label, p.alignment, p.confidence) for p in paired] == [
+        ("B", "letter", 0.97),
+        ("A", "letter", 0.97),
+    ]
+    assert paired[0].text.startswith("Prostate biopsy. Ki-67 staining.")
+    assert paired[0].mentions[0] == "Proliferation was high (Fig. 1B)."
+
+
+def test_letters_match_labels_case_and_brackets_aside() -> None:
+    caption = "Lesions. (a) Axial CT. (b) Coronal CT. (c) Biopsy."
+    paired = pair_panels(lettered(["a", None, "c"]), split_caption(caption), caption)
+    assert [(p.label, p.alignment) for p in paired] == [
+        ("a", "letter"),
+        ("b", "label"),  # not read: the one label left, by reading order
+        ("c", "letter"),
+    ]
+    assert paired[1].confidence < paired[0].confidence
+
+
+def test_inconsistent_letters_fall_back_to_reading_order() -> None:
+    split = split_caption(CAPTION)
+    for letters in (["a", "a"], ["a", "q"], ["b", None]):  # repeated, unknown, only one read
+        paired = pair_panels(lettered(letters), split, CAPTION)
+        assert [(p.label, p.alignment) for p in paired] == [("A", "label"), ("B", "label")]
+
+
+def test_letters_rescue_an_over_split_figure() -> None:
+    paired = pair_panels(lettered(["a", None, "b"]), split_caption(CAPTION), CAPTION)
+    assert [(p.label, p.alignment) for p in paired] == [
+        ("A", "letter"),
+        (None, "full_caption"),
+        ("B", "letter"),
+    ]

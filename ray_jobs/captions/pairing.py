@@ -1,7 +1,9 @@
 """Pair each detected panel with its own text, and say how sure the pairing is.
 
-``alignment`` is ``label`` when panels and caption labels agree (same count in reading order,
-the panels that carry a detected label box, or positions like "left"/"right"), ``single`` when
+``alignment`` is ``letter`` when the letter a panel's label reads names a caption label (the
+panel's own evidence, whatever the reading order), ``label`` when panels and caption labels
+agree (same count in reading order, the panels that carry a detected label box, or positions
+like "left"/"right"), ``single`` when
 the figure is one panel (it gets the whole caption), and ``full_caption`` when nothing lines
 up: the panel keeps the whole caption and the record says so, so a user can filter it out.
 Article sentences that name a panel ("Fig. 1B") go to that panel; those that name the figure
@@ -10,6 +12,7 @@ only go to every panel.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -17,7 +20,9 @@ from typing import Literal
 from ray_jobs.captions.labels import POSITIONS
 from ray_jobs.captions.split import SplitCaption
 
-Alignment = Literal["label", "single", "full_caption"]
+Alignment = Literal["letter", "label", "single", "full_caption"]
+LETTER_CONFIDENCE = 0.97  # the panel shows the letter the caption names
+_LABEL_NOISE = re.compile(r"[\s().:,\-\[\]]")
 
 
 @dataclass
@@ -25,6 +30,7 @@ class PanelBox:
     index: int  # reading order
     bbox: tuple[int, int, int, int]
     has_label_box: bool = False
+    letter: str | None = None  # what the panel's label reads ("b", "ii"), when it was read
 
 
 @dataclass
@@ -79,6 +85,25 @@ def _by_position(panels: Sequence[PanelBox], labels: list[str]) -> dict[int, str
     return mapping if len(mapping) == len(labels) else None
 
 
+def _letter_key(label: str) -> str:
+    """ "(B)", "B.", "b" → "b": how a label and a read letter are compared."""
+    return _LABEL_NOISE.sub("", label).lower()
+
+
+def _by_letter(panels: Sequence[PanelBox], labels: list[str]) -> dict[int, str] | None:
+    """Panels whose read letter names a caption label, when the reading is consistent: two or
+    more panels read, no letter read twice, and every letter read is one the caption names."""
+    wanted = {_letter_key(label): label for label in labels}
+    if len(wanted) != len(labels):
+        return None
+    read = {p.index: _letter_key(p.letter) for p in panels if p.letter}
+    if len(read) < 2 or len(set(read.values())) != len(read):
+        return None
+    if not all(key in wanted for key in read.values()):
+        return None
+    return {index: wanted[key] for index, key in read.items()}
+
+
 def pair_panels(
     panels: Sequence[PanelBox],
     split: SplitCaption,
@@ -100,7 +125,15 @@ def pair_panels(
                 only.index, None, caption, "single", confidence, [m.sentence for m in mentions]
             )
         ]
-    if labels and len(labels) == len(panels):
+    by_letter = _by_letter(panels, labels) if labels else None
+    if by_letter:
+        mapping = dict(by_letter)
+        rest = [p for p in panels if p.index not in by_letter]
+        left = [label for label in labels if label not in by_letter.values()]
+        if rest and len(rest) == len(left):  # the panels not read take what is left, in order
+            mapping.update({p.index: label for p, label in zip(rest, left, strict=True)})
+        confidence = 0.8
+    elif labels and len(labels) == len(panels):
         mapping = _by_position(panels, labels) or {
             p.index: label for p, label in zip(panels, labels, strict=True)
         }
@@ -118,7 +151,10 @@ def pair_panels(
             out.append(PairedPanel(panel.index, None, caption, "full_caption", 0.0))
         else:
             text = split.text_for(label, preamble=join_preamble, trailer=join_trailer)
-            out.append(PairedPanel(panel.index, label, text, "label", confidence))
+            if by_letter and panel.index in by_letter:
+                out.append(PairedPanel(panel.index, label, text, "letter", LETTER_CONFIDENCE))
+            else:
+                out.append(PairedPanel(panel.index, label, text, "label", confidence))
         _attach(out[-1], label, mentions)
     return out
 

@@ -53,6 +53,8 @@ class Panel:
     reason: str | None = None
     detector: str = ""
     detector_version: str = ""
+    letter: str | None = None  # what the label reads, case-folded ("b", "ii", "a1"); None: no label
+    letter_score: float | None = None
     crop: bytes | None = None
     crop_size: tuple[int, int] | None = None
 
@@ -75,6 +77,7 @@ class FigurePanels:
     dropped: list[Dropped] = field(default_factory=list)
 
 
+LETTER_MIN_SCORE = 0.7  # below this a label's letter is left unread
 MIN_FIGURE_SIDE = 64  # below this no detector sees panels: the figure is one
 MAX_ASPECT = 20.0  # a strip this long letterboxes to a line of pixels
 
@@ -277,7 +280,10 @@ def build_panels(
     detector: str,
     version: str,
     with_crops: bool = True,
+    reader: Any = None,
 ) -> FigurePanels:
+    """The figure's panels from the model's raw boxes; ``reader`` (a ``LabelReader``) reads
+    the letter of each label box found."""
     width, height = image.size
     result = FigurePanels(key, width, height)
     guard = figure_guard(width, height)
@@ -303,6 +309,11 @@ def build_panels(
         if r.cls == LABEL and r.score >= settings.label_conf
     ]
     label_of = attach_labels(boxes, labels)
+    read: dict[int, tuple[str, float]] = {}
+    if reader is not None:
+        named = [i for i in range(len(boxes)) if label_of[i] is not None]
+        crops = [image.crop(labels[label_of[i]][0]) for i in named]  # type: ignore[index]
+        read = dict(zip(named, reader.read(crops), strict=True))
     for index, i in enumerate(reading_order(boxes)):
         box, score = kept[i]
         label = labels[label_of[i]] if label_of[i] is not None else None
@@ -321,6 +332,10 @@ def build_panels(
                 label_score=round(float(label[1]), 4) if label else None,
                 status="fallback" if score is None else "ok",
                 reason=guard if score is None else None,
+                # an unsure reading is no reading: on detector crops, readings at 0.7 or more
+                # are right 98% of the time, those below it about half the time
+                letter=read[i][0] if i in read and read[i][1] >= LETTER_MIN_SCORE else None,
+                letter_score=read[i][1] if i in read else None,
                 detector=detector,
                 detector_version=version,
                 crop=crop,
@@ -328,6 +343,13 @@ def build_panels(
             )
         )
     return result
+
+
+def load_reader():  # type: ignore[no-untyped-def]
+    """The shipped label reader, or None when the checkpoint is absent (letters stay unread)."""
+    from ray_jobs.figures.letters.model import DEFAULT_WEIGHTS, LabelReader
+
+    return LabelReader(DEFAULT_WEIGHTS) if DEFAULT_WEIGHTS.is_file() else None
 
 
 class PanelDetector:
@@ -352,6 +374,7 @@ class PanelDetector:
         self.model = RTDETR(str(weights)) if "rtdetr" in weights.name else YOLO(str(weights))
         self.name = weights.stem
         self.version = hashlib.sha256(weights.read_bytes()).hexdigest()[:12]
+        self.reader = load_reader()
         log.info("panel detector %s (%s) on %s", self.name, self.version, self.device)
 
     def predict(self, images: list[Image.Image]) -> list[list[RawBox]]:
@@ -422,7 +445,14 @@ class PanelDetector:
                 try:
                     figures.append(
                         build_panels(
-                            key, img, raw, self.settings, self.name, self.version, with_crops
+                            key,
+                            img,
+                            raw,
+                            self.settings,
+                            self.name,
+                            self.version,
+                            with_crops,
+                            reader=self.reader,
                         )
                     )
                 except Exception as exc:  # one figure's fault is that figure's failure

@@ -25,7 +25,9 @@ def figure_panel_rows(figure: Row, found: FigurePanels, settings: Settings) -> l
     rec = figure["record"]
     caption = rec["caption"] or ""
     split = split_caption(caption, frozenset(rec.get("bold_labels") or []))
-    boxes = [PanelBox(p.panel_index, p.bbox, p.label_bbox is not None) for p in found.panels]
+    boxes = [
+        PanelBox(p.panel_index, p.bbox, p.label_bbox is not None, p.letter) for p in found.panels
+    ]
     mentions = [MentionRef(m["sentence"], m["panels"]) for m in rec.get("mentions") or []]
     paired = pair_panels(
         boxes,

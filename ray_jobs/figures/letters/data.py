@@ -1,0 +1,108 @@
+"""Label crops as the training generator draws them, rendered one at a time.
+
+Each sample is a label drawn by the generator's own ``_draw_label`` (its fonts, sizes, bold,
+boxed and light-on-dark styles, its colour rule) on a patch of one of its procedural panel
+kinds, then cropped around the drawn box with jitter, so the reader learns from crops as loose
+or tight as a detector's. Sample ``i`` of seed ``s`` depends only on ``(s, i)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PIL import Image
+
+from ray_jobs.figures.letters.classes import INDEX, canonical
+from ray_jobs.figures.synth.generate import _draw_label
+from ray_jobs.figures.synth.labels import SCHEMES, label_text
+from ray_jobs.figures.synth.panels import PROCEDURAL
+
+H, W = 32, 64  # model input: labels are wider than tall ("(a)", "b12")
+# fixed, so the reader's training data stay what its card says when the generator grows kinds
+# (a chart is left out: matplotlib is slow, and a chart's corner is white, which is drawn anyway)
+KINDS = (
+    "ct",
+    "radiograph",
+    "ultrasound",
+    "histology",
+    "fluorescence",
+    "fundus",
+    "dermoscopy",
+    "endoscopy",
+    "gel",
+    "diagram",
+)
+
+
+def prepare(crop: Image.Image) -> np.ndarray:
+    """A crop → (H, W) float32, aspect kept, padded with its border colour, standardised."""
+    grey = np.asarray(crop.convert("L"), dtype=np.float32)
+    if grey.size == 0:
+        return np.zeros((H, W), np.float32)
+    h, w = grey.shape
+    scale = min(H / h, W / w)
+    nh, nw = max(1, round(h * scale)), max(1, round(w * scale))
+    small = np.asarray(
+        Image.fromarray(grey.astype(np.uint8)).resize((nw, nh), Image.Resampling.BILINEAR),
+        np.float32,
+    )
+    border = np.concatenate([grey[0], grey[-1], grey[:, 0], grey[:, -1]])
+    out = np.full((H, W), float(np.median(border)), np.float32)
+    top, left = (H - nh) // 2, (W - nw) // 2
+    out[top : top + nh, left : left + nw] = small
+    return (out - out.mean()) / (out.std() + 1e-3)
+
+
+def _text(rng: np.random.Generator) -> str:
+    scheme = str(rng.choice(SCHEMES))
+    if scheme in ("a1", "a-1"):
+        row, col = int(rng.integers(6)), int(rng.integers(6))
+        return label_text(scheme, 0, row, col)
+    limit = {"1": 20, "i": 12}.get(scheme, 26)
+    weights = 1 / (1 + np.arange(limit) / 5)
+    index = int(rng.choice(limit, p=weights / weights.sum()))
+    return label_text(scheme, index, 0, index)
+
+
+def jitter_crop(
+    rng: np.random.Generator, img: Image.Image, box: tuple[int, int, int, int], amount: float = 0.2
+):  # type: ignore[no-untyped-def]
+    x0, y0, x1, y1 = box
+    side = max(4, y1 - y0)
+    d = rng.uniform(-amount, amount, 4) * side
+    return img.crop(
+        (
+            max(0, round(x0 + d[0])),
+            max(0, round(y0 + d[1])),
+            min(img.width, max(round(x0 + d[0]) + 2, round(x1 + d[2]))),
+            min(img.height, max(round(y0 + d[1]) + 2, round(y1 + d[3]))),
+        )
+    )
+
+
+def sample(seed: int, index: int) -> tuple[np.ndarray, int, str]:
+    """One prepared crop, its class index and the text drawn."""
+    rng = np.random.default_rng([seed, index, 0x1AB])
+    text = _text(rng)
+    size = int(rng.integers(10, 30))
+    w, h = max(48, int(size * rng.uniform(3, 6))), max(40, int(size * rng.uniform(2.5, 4)))
+    if rng.random() < 0.3:
+        patch = Image.new("RGB", (w, h), (255, 255, 255) if rng.random() < 0.8 else (0, 0, 0))
+    else:
+        try:
+            patch = PROCEDURAL[str(rng.choice(KINDS))](rng, w, h)
+        except ValueError:  # a maker's shapes can be too small for a label-sized patch
+            patch = Image.new("RGB", (w, h), (255, 255, 255))
+    boxed = bool(rng.random() < 0.15)
+    box = _draw_label(rng, patch, (0, 0, w, h), text, False, size, bool(rng.random() < 0.6), boxed)
+    crop = jitter_crop(rng, patch, box)
+    if rng.random() < 0.3:  # the detector sees a resized figure: blur and JPEG-like softness
+        f = rng.uniform(0.4, 0.9)
+        crop = crop.resize((max(2, int(crop.width * f)), max(2, int(crop.height * f)))).resize(
+            crop.size
+        )
+    return prepare(crop), INDEX[canonical(text)], text
+
+
+def batch(seed: int, start: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    xs, ys = zip(*((x, y) for x, y, _ in (sample(seed, start + i) for i in range(n))), strict=True)
+    return np.stack(xs)[:, None], np.array(ys, np.int64)
