@@ -254,3 +254,20 @@ def ray_dashboard(ray_cluster) -> tuple[str, str]:
                 raise
             time.sleep(0.5)
     return url, token
+
+
+def build_job(
+    config: dict, path: Path, ray_address: str, **env: str
+) -> subprocess.CompletedProcess:
+    """``python -m ray_jobs.jobs.build_dataset`` as a Ray job driver would run it: ``config``
+    written to ``path``, the driver pointed at ``ray_address``, ``env`` added."""
+    import yaml
+
+    path.write_text(yaml.safe_dump(config))
+    return subprocess.run(
+        [sys.executable, "-m", "ray_jobs.jobs.build_dataset", "--config", str(path)],
+        env={**os.environ, "RAY_ADDRESS": ray_address, **env},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )

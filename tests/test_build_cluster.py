@@ -5,14 +5,11 @@ cannot place is refused at once, saying what it asked and what the cluster has."
 from __future__ import annotations
 
 import hashlib
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-import yaml
+from conftest import build_job
 
 from ray_jobs.config import load_settings
 from ray_jobs.jobs.build_dataset import run_build
@@ -112,16 +109,7 @@ def test_several_one_cpu_nodes_give_the_bytes_of_one_node(
     write_corpus(corpus, N_ARTICLES, "folders", seed=12)
     one, many = tmp_path / "one", tmp_path / "many"
     for out, address in ((one, ray_address), (many, three_nodes)):
-        path = tmp_path / f"{out.name}.yaml"
-        path.write_text(yaml.safe_dump(_config(corpus, out)))
-        env = {**os.environ, "RAY_ADDRESS": address}
-        proc = subprocess.run(
-            [sys.executable, "-m", "ray_jobs.jobs.build_dataset", "--config", str(path)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
+        proc = build_job(_config(corpus, out), tmp_path / f"{out.name}.yaml", address)
         assert proc.returncode == 0, proc.stderr[-4000:]
     got, want = _published(many), _published(one)
     assert any(k.startswith("shards/") for k in want) and want["rejects"]

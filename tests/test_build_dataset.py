@@ -14,8 +14,7 @@ import sys
 import pyarrow.parquet as pq
 import pytest
 import webdataset as wds
-import yaml
-from conftest import upload_tree
+from conftest import build_job, upload_tree
 from fake_llm_server import fake_llm  # noqa: F401
 from PIL import Image
 
@@ -160,15 +159,7 @@ def test_killed_run_resumes_with_the_same_records(
     cfg = config(source, str(out), moto_endpoint)
     cfg["output"]["articles_per_part"] = 2
     path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    env = {**os.environ, "RAY_ADDRESS": ray_address, CRASH_AFTER_PARTS_ENV: "1"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "ray_jobs.jobs.build_dataset", "--config", str(path)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = build_job(cfg, path, ray_address, **{CRASH_AFTER_PARTS_ENV: "1"})
     assert proc.returncode == CRASH_EXIT_CODE, proc.stderr[-3000:]
     assert len(list((out / "_ledger").glob("*.parquet"))) == 1  # one part committed
     assert not (out / "manifest.json").exists()  # nothing published
