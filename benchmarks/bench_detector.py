@@ -57,7 +57,7 @@ def held_out(weights: list[str], n: int, imgsz: int) -> None:
         f"generator (seed {protocol.GENERATOR_SEED}, {n})": protocol.generator(n),
         "real (medicat, 10)": protocol.real(),
     }
-    header = f"{'set':<28} {'method':<34} {'F1@0.5':>7} {'mAP@0.5':>8} {'exact':>6} {'panels/s':>9}"
+    header = f"{'set':<28} {'method':<44} {'F1@0.5':>7} {'mAP@0.5':>8} {'exact':>6} {'panels/s':>9}"
     print(header)
     print("-" * len(header))
 
@@ -66,7 +66,7 @@ def held_out(weights: list[str], n: int, imgsz: int) -> None:
             return f"{v:>{width}.3f}" if v is not None else f"{'-':>{width}}"
 
         print(
-            f"{set_name:<28} {method:<34} {fmt(result['F1@0.5'], 7)} {fmt(result['mAP@0.5'], 8)} "
+            f"{set_name:<28} {method:<44} {fmt(result['F1@0.5'], 7)} {fmt(result['mAP@0.5'], 8)} "
             f"{fmt(result['exact_count'], 6)} {fmt(result['panels_per_s'], 9)}"
         )
 
@@ -80,12 +80,13 @@ def held_out(weights: list[str], n: int, imgsz: int) -> None:
         )
         for path in weights:
             detector = PanelDetector(DetectorSettings(weights=path, imgsz=imgsz))
+            name = f"{Path(path).parent.name}/{detector.name}"
             detector.detect(inputs[:2], with_crops=False)  # warm-up
             start = time.perf_counter()
             figures, _ = detector.detect(inputs, with_crops=False)
             seconds = time.perf_counter() - start
             found = [([p.bbox for p in f.panels], [p.score for p in f.panels]) for f in figures]
-            line(set_name, f"{detector.name} (detector)", protocol.score(items, found, seconds))
+            line(set_name, name, protocol.score(items, found, seconds))
             start = time.perf_counter()
             combined = [
                 second_opinion(img, boxes, scores)[:2]
@@ -94,7 +95,7 @@ def held_out(weights: list[str], n: int, imgsz: int) -> None:
             extra = time.perf_counter() - start
             line(
                 set_name,
-                f"{detector.name} + cut (combined)",
+                f"{name} + cut",
                 protocol.score(items, combined, seconds + extra),
             )
     print()
