@@ -110,7 +110,7 @@ def letters(n: int) -> None:
         print(f"no label reader at {DEFAULT_WEIGHTS}\n")
         return
     reader = LabelReader()
-    print(f"{'label set':<40} {'labels':>7} {'accuracy':>9} {'labels/s':>9}")
+    print(f"{'label set':<44} {'labels':>7} {'accuracy':>9} {'labels/s':>9}")
     for name, items in (
         (f"generator seed 99 ({n} figures)", generator_labels(n, 99)),
         (f"family seed 2026 ({n} figures, other fonts)", family_labels(n, 2026)),
@@ -118,7 +118,7 @@ def letters(n: int) -> None:
         start = time.perf_counter()
         acc = letter_accuracy(reader, items)
         seconds = time.perf_counter() - start
-        print(f"{name:<40} {len(items):>7} {acc:>9.3f} {len(items) / seconds:>9.1f}")
+        print(f"{name:<44} {len(items):>7} {acc:>9.3f} {len(items) / seconds:>9.1f}")
     print()
     pairing(n)
 
