@@ -287,8 +287,11 @@ def detect(
             "bbox": list(p.bbox),
             "score": p.score,
             "status": p.status,
+            "reason": p.reason,
             "label_bbox": list(p.label_bbox) if p.label_bbox else None,
             "label_score": p.label_score,
+            "letter": p.letter,
+            "letter_score": p.letter_score,
         }
         for p in fig.panels
     ]

@@ -60,7 +60,7 @@ class PanelRecord:
     panel_index: int
     n_panels: int  # panels detected in the figure
     panel_label: str | None
-    alignment: str  # label | single | full_caption
+    alignment: str  # letter | label | single | full_caption
     alignment_confidence: float
     panel_bbox: list[int]  # x0, y0, x1, y1 in source pixels
     panel_status: str  # ok | fallback (the whole figure passed through as one panel)
