@@ -139,8 +139,22 @@ def run(config_path: str | None) -> None:
 )
 @click.option("--workers", type=click.IntRange(1), default=None, help="Processes [all cores].")
 @click.option("--max-side", type=click.IntRange(64), default=768, show_default=True)
+@click.option(
+    "--hard",
+    type=click.FloatRange(0, 1),
+    default=0.0,
+    show_default=True,
+    help="Share of hard figures (gap-filled plots, textures, gutterless and uneven grids, "
+    "insets, titles and legends, scan noise); 0 writes the original mix byte for byte.",
+)
 def synth(
-    out: str, count: int, seed: int, folders: tuple[str, ...], workers: int | None, max_side: int
+    out: str,
+    count: int,
+    seed: int,
+    folders: tuple[str, ...],
+    workers: int | None,
+    max_side: int,
+    hard: float,
 ) -> None:
     """Write synthetic compound figures as a YOLO dataset plus COCO JSON."""
     from ray_jobs.figures.synth.generate import write_dataset
@@ -153,6 +167,7 @@ def synth(
         folders=list(folders) or None,
         workers=workers,
         max_side=max_side,
+        hard=hard,
         progress=sys.stderr.isatty(),
     )
     panels = sum(len(f["panels"]) for f in figures)
