@@ -37,28 +37,26 @@ class Item:
     count: int
 
 
+def _items(make, seed: int, n: int) -> list[Item]:  # type: ignore[no-untyped-def]
+    """Figures ``0..n-1`` of ``make(seed, index) -> (bytes, figure)`` with their gold boxes."""
+    items = []
+    for i in range(n):
+        data, fig = make(seed, i)
+        boxes = np.array(fig.panels, float).reshape(-1, 4)
+        items.append(Item(fig.name, data, boxes, len(fig.panels)))
+    return items
+
+
 def family(n: int, seed: int = FAMILY_SEED) -> list[Item]:
     from ray_jobs.figures.heldout.figure import make_heldout_figure
 
-    items = []
-    for i in range(n):
-        data, fig = make_heldout_figure(seed, i)
-        items.append(
-            Item(fig.name, data, np.array(fig.panels, float).reshape(-1, 4), len(fig.panels))
-        )
-    return items
+    return _items(make_heldout_figure, seed, n)
 
 
 def generator(n: int, seed: int = GENERATOR_SEED) -> list[Item]:
     from ray_jobs.figures.synth.generate import make_figure
 
-    items = []
-    for i in range(n):
-        data, fig = make_figure(seed, i)
-        items.append(
-            Item(fig.name, data, np.array(fig.panels, float).reshape(-1, 4), len(fig.panels))
-        )
-    return items
+    return _items(make_figure, seed, n)
 
 
 _GROUP = re.compile(r"\(([A-H](?:\s*[,–-]\s*[A-H])*)\)")
