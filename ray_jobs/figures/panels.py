@@ -345,11 +345,12 @@ def build_panels(
     return result
 
 
-def load_reader():  # type: ignore[no-untyped-def]
-    """The shipped label reader, or None when the checkpoint is absent (letters stay unread)."""
-    from ray_jobs.figures.letters.model import DEFAULT_WEIGHTS, LabelReader
+def load_reader(weights: str | None):  # type: ignore[no-untyped-def]
+    """The label reader the config names (``detector.label_reader_weights``), or None when it
+    names none (letters stay unread); a named checkpoint that is missing is an error."""
+    from ray_jobs.figures.letters.model import LabelReader
 
-    return LabelReader(DEFAULT_WEIGHTS) if DEFAULT_WEIGHTS.is_file() else None
+    return LabelReader(resolve_weights(weights)) if weights else None
 
 
 class PanelDetector:
@@ -374,7 +375,7 @@ class PanelDetector:
         self.model = RTDETR(str(weights)) if "rtdetr" in weights.name else YOLO(str(weights))
         self.name = weights.stem
         self.version = hashlib.sha256(weights.read_bytes()).hexdigest()[:12]
-        self.reader = load_reader()
+        self.reader = load_reader(self.settings.label_reader_weights)
         log.info("panel detector %s (%s) on %s", self.name, self.version, self.device)
 
     def predict(self, images: list[Image.Image]) -> list[list[RawBox]]:
