@@ -178,8 +178,15 @@ class PipelineSettings(_Section):
     relevance: StageResources = Field(
         default_factory=lambda: StageResources(num_cpus=0.25, batch_size=32)
     )
+    # dedup runs as Ray tasks (route, judge, resolve), each given num_cpus; a bucket holds
+    # about dedup_rows_per_bucket panels, and the number of buckets grows with the data
     dedup: StageResources = Field(
         default_factory=lambda: StageResources(num_cpus=0.1, batch_size=64)
+    )
+    dedup_rows_per_bucket: int = Field(default=500_000, ge=1)
+    # the tasks that write staged fragments and assemble each part's shards
+    write: StageResources = Field(
+        default_factory=lambda: StageResources(num_cpus=0.25, batch_size=256)
     )
     # a batch several times longcap.max_concurrency keeps the actor's requests in flight
     enrich: StageResources = Field(

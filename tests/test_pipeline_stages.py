@@ -1,5 +1,6 @@
-"""The pipeline's stage functions without Ray: explode, panels + pairing, dedup, the part
-builder's ledger outcomes, the shard writer's determinism and the manifest's orphan rules."""
+"""The pipeline's stage functions without Ray: explode, panels + pairing, credit, dedup
+verdicts, the part assembler's ledger outcomes, the shard writer's determinism and the
+manifest's orphan rules."""
 
 from __future__ import annotations
 
@@ -11,24 +12,36 @@ import tarfile
 from dataclasses import replace
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import webdataset as wds
 from PIL import Image
 
 from ray_jobs.config import LongCapSettings, load_settings
+from ray_jobs.dedup import groups
+from ray_jobs.dedup.hashes import phash, sha256
 from ray_jobs.failures import FailureRecord
 from ray_jobs.figures.panels import PanelDetector
-from ray_jobs.jobs.build_dataset import PartBuilder
-from ray_jobs.pipeline.dedup import Deduper, phash, sha256
 from ray_jobs.pipeline.explode import explode_article, figure_rows, split_of
 from ray_jobs.pipeline.panels_stage import panel_rows
-from ray_jobs.pipeline.rows import ARTICLE, FAILED, FIGURE, OK, decode, encode, expand, make_row
+from ray_jobs.pipeline.rows import (
+    ARTICLE,
+    CREDIT,
+    FAILED,
+    FIGURE,
+    OK,
+    decode,
+    encode,
+    expand,
+    make_row,
+)
 from ray_jobs.pmc.jats import parse_package
 from ray_jobs.pmc.ledger import Ledger
 from ray_jobs.pmc.sample_corpus import write_corpus
 from ray_jobs.pmc.sources import open_source
 from ray_jobs.shards import manifest as mf
+from ray_jobs.shards.part import PartAssembler, apply_verdicts
 from ray_jobs.shards.records import INDEX_SCHEMA, PanelRecord
 from ray_jobs.shards.writer import ShardWriter, ustar_header
 from ray_jobs.storage.store import LocalStorage
@@ -139,6 +152,118 @@ def test_expand_keeps_order_and_passes_other_rows_through() -> None:
     assert decode(encode(out)) == out
 
 
+def test_credit_is_split_exactly_and_never_lost() -> None:
+    """A row's credit goes to what it became, in full; a row that became nothing leaves a
+    credit row, so the writer can tell when every row of a part has arrived."""
+    rows = [{**make_row(str(i), FIGURE, {}), "part": "p", "credit": 1000 + i} for i in range(4)]
+    fanout = {"0": 3, "1": 0, "2": 1, "3": 7}
+    out = expand(
+        rows,
+        FIGURE,
+        lambda todo: [
+            [make_row(f"{r['key']}.{j}", OK, {}) for j in range(fanout[r["key"]])] for r in todo
+        ],
+    )
+    assert sum(r["credit"] for r in out) == sum(r["credit"] for r in rows)
+    assert {r["part"] for r in out} == {"p"}
+    assert [r["status"] for r in out if r["key"] == "1"] == [CREDIT]
+    assert len([r for r in out if r["key"].startswith("3.")]) == 7
+
+
+def _hash_table(rows: list[tuple[str, str | None, str, str, bool]]) -> pa.Table:
+    names = ["key", "part", "sha256", "phash", "published"]
+    return pa.Table.from_pylist(
+        [dict(zip(names, r, strict=True)) for r in rows], groups.HASH_SCHEMA
+    )
+
+
+def _brute_verdicts(rows, bits: int) -> dict[str, tuple[str, str]]:
+    """The rule, one panel at a time: rank published first then by key; a new panel with an
+    earlier neighbour is dropped for the first one, followed to a panel that stays."""
+    ranked = sorted(rows, key=lambda r: (not r[4], r[0]))
+    published = {r[0] for r in rows if r[4]}
+    edge: dict[str, tuple[str, str, bool]] = {}
+    for i, (key, _, sha, ph, pub) in enumerate(ranked):
+        if pub:
+            continue
+        if key in published:
+            edge[key] = (groups.PRESENT, key, True)
+            continue
+        for other, _, osha, oph, opub in ranked[:i]:
+            near = bits >= 0 and ph and oph and (int(ph, 16) ^ int(oph, 16)).bit_count() <= bits
+            if sha == osha or near:
+                edge[key] = (groups.EXACT if sha == osha else groups.NEAR, other, opub)
+                break
+    out = {}
+    for key, (reason, dst, pub) in edge.items():
+        while not pub and dst in edge:
+            hop, dst, pub = edge[dst]
+            reason = groups.EXACT if reason == hop == groups.EXACT else groups.NEAR
+        out[key] = (reason, dst)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_dedup_verdicts_agree_with_the_rule_applied_one_panel_at_a_time(seed: int) -> None:
+    rng = random.Random(seed)
+    base = [rng.getrandbits(64) for _ in range(30)]
+    rows, keys = [], rng.sample(range(10_000), 400)
+    for i, k in enumerate(keys):
+        h = rng.choice(base)
+        for _ in range(rng.randrange(6)):
+            h ^= 1 << rng.randrange(64)
+        sha = f"{rng.randrange(60):064x}" if rng.random() < 0.3 else f"{rng.getrandbits(256):064x}"
+        published = i < 80
+        key = f"k{keys[rng.randrange(80)] if (not published and rng.random() < 0.05) else k:05d}"
+        ph = f"{h:016x}" if rng.random() > 0.1 else ""
+        rows.append((key, None if published else f"{i % 4:06d}", sha, ph, published))
+    for bits in (3, -1):
+        found = groups.verdicts_in_one(_hash_table(rows), bits)
+        got = {r["src"]: (r["reason"], r["dst"]) for r in found.to_pylist()}
+        assert got == _brute_verdicts(rows, bits)
+        assert len(got) > 40  # the case is not trivial
+
+
+def test_dedup_exact_near_present_and_chains() -> None:
+    rows = [
+        ("old", None, "s1", "00000000000000ff", True),
+        ("old", "p", "s1", "00000000000000ff", False),  # a retried article: already there
+        ("a", "p", "s1", "ffff000000000000", False),
+        ("b", "p", "s2", "00000000000000fe", False),
+        ("c", "p", "s3", "0f0f0f0f00000000", False),
+        ("d", "p", "s4", "0f0f0f0f00000007", False),  # 3 bits from c
+        ("e", "p", "s5", "0f0f0f0f0000003f", False),  # 3 from d, 6 from c: follows d to c
+    ]
+    found = {
+        r["src"]: (r["reason"], r["dst"])
+        for r in groups.verdicts_in_one(_hash_table(rows), 3).to_pylist()
+    }
+    assert found == {
+        "old": (groups.PRESENT, "old"),
+        "a": (groups.EXACT, "old"),
+        "b": (groups.NEAR, "old"),
+        "d": (groups.NEAR, "c"),
+        "e": (groups.NEAR, "c"),
+    }
+    off = groups.verdicts_in_one(_hash_table(rows), -1)
+    assert {r["src"] for r in off.to_pylist()} == {"old", "a"}  # exact copies only
+
+
+def test_a_duplicate_of_a_panel_that_failed_is_held_back_not_dropped() -> None:
+    keep, dup, other = (
+        {**make_row(k, OK, {"article_key": "A"}, b"img"), "part": "p", "credit": 1}
+        for k in ("y", "x", "z")
+    )
+    verdicts = {
+        "x": {"src": "x", "dst": "y", "reason": groups.EXACT},
+        "z": {"src": "z", "dst": "w", "reason": groups.NEAR},
+    }
+    out = {r["key"]: r for r in apply_verdicts([keep, dup, other], verdicts, unpublished={"y"})}
+    assert out["y"]["status"] == OK
+    assert out["x"]["status"] == FAILED and out["x"]["record"]["failure"]["retryable"]
+    assert out["z"]["status"] == "dropped" and out["z"]["record"]["duplicate_of"] == "w"
+
+
 def test_phash_finds_reencoded_copies_and_separates_different_images(jats_dir: Path) -> None:
     figures = sorted((jats_dir.parent / "medicat_figures").glob("*.png"))
     images = [Image.open(p).convert("RGB") for p in figures]
@@ -150,31 +275,6 @@ def test_phash_finds_reencoded_copies_and_separates_different_images(jats_dir: P
         assert (h ^ copy).bit_count() <= 3
     distances = [(a ^ b).bit_count() for i, a in enumerate(hashes) for b in hashes[i + 1 :]]
     assert min(distances) > 3
-
-
-def test_banded_search_agrees_with_brute_force() -> None:
-    rng = random.Random(0)
-    base = [rng.getrandbits(64) for _ in range(300)]
-    deduper = Deduper(near_bits=3)
-    kept: list[int] = []
-    for i in range(1500):
-        h = rng.choice(base) ^ sum(1 << rng.randrange(64) for _ in range(rng.randrange(6)))
-        reason, _ = deduper.judge(f"k{i}", f"sha{i}", f"{h:016x}")
-        near = any((h ^ k).bit_count() <= 3 for k in kept)
-        assert (reason == "duplicate_near") == near
-        if reason is None:
-            kept.append(h)
-
-
-def test_dedup_exact_near_and_present() -> None:
-    deduper = Deduper(3, known=[("old", "s1", "00000000000000ff")])
-    assert deduper.judge("old", "s1", "00000000000000ff") == ("present", "old")
-    assert deduper.judge("a", "s1", "ffff000000000000") == ("duplicate_exact", "old")
-    assert deduper.judge("b", "s2", "00000000000000fe") == ("duplicate_near", "old")
-    assert deduper.judge("c", "s3", "0f0f0f0f00000000") == (None, None)
-    assert deduper.judge("d", "s4", "0f0f0f0f00000001") == ("duplicate_near", "c")
-    off = Deduper(-1)
-    assert off.judge("e", "s5", "00") == (None, None) and off.judge("f", "s6", "00") == (None, None)
 
 
 def _record(i: int, split: str = "train") -> PanelRecord:
@@ -216,23 +316,23 @@ def _jpeg(i: int) -> bytes:
 def test_shards_are_deterministic_and_readable(tmp_path: Path) -> None:
     infos = []
     for name in ("a", "b"):
-        writer = ShardWriter(LocalStorage(tmp_path / name), "train", 3, 0, "run")
-        infos.append(
-            [i for n in range(7) if (i := writer.add(_record(n), _jpeg(n)))] + [writer.flush()]
-        )
+        writer = ShardWriter(LocalStorage(tmp_path / name), "train", 3, "000000", "run")
+        for n in range(7):
+            writer.add(_record(n), _jpeg(n))
+        infos.append(writer.close())
     assert [i.sha256 for i in infos[0]] == [i.sha256 for i in infos[1]]
     assert [i.samples for i in infos[0]] == [3, 3, 1]
-    assert [i.name for i in infos[0]] == [f"shards/train-{n:06d}.tar" for n in range(3)]
+    assert [i.name for i in infos[0]] == [f"shards/train-000000-{n:04d}.tar" for n in range(3)]
     samples = list(
-        wds.WebDataset(str(tmp_path / "a" / "shards" / "train-000000.tar"), shardshuffle=False)
+        wds.WebDataset(str(tmp_path / "a" / "shards" / "train-000000-0000.tar"), shardshuffle=False)
     )
     assert [s["__key__"] for s in samples] == [f"PMC{n}v1-F1-p00" for n in range(3)]
     assert samples[1]["txt"] == b"caption 1"
     assert json.loads(samples[1]["json"])["pmcid"] == "PMC1"
-    table = pq.read_table(tmp_path / "a" / "index" / "train-000000.parquet")
+    table = pq.read_table(tmp_path / "a" / "index" / "train-000000-0000.parquet")
     assert table.schema.equals(INDEX_SCHEMA)
     assert table["member"].to_pylist()[0] == "PMC0v1-F1-p00.jpg"
-    with tarfile.open(tmp_path / "a" / "shards" / "train-000000.tar") as tar:
+    with tarfile.open(tmp_path / "a" / "shards" / "train-000000-0000.tar") as tar:
         assert all(m.mtime == 0 and m.uid == 0 for m in tar.getmembers())
 
 
@@ -255,10 +355,10 @@ def _marker(n: int):
     return make_row(f"PMC{n}.1", ARTICLE, record)
 
 
-def test_part_builder_ledger_outcomes(tmp_path: Path) -> None:
+def test_part_assembler_ledger_outcomes(tmp_path: Path) -> None:
+    """Rows in any order: the markers close their articles after every other row is in."""
     storage = LocalStorage(tmp_path)
-    writers = {"train": ShardWriter(storage, "train", 10, 0, "run")}
-    part = PartBuilder("run-00000")
+    part = PartAssembler("000000", "run")
     ok_panel = _record(1)
     rows = [
         make_row(ok_panel.key, OK, {**ok_panel.to_json_dict(), "article_key": "PMC1.1"}, _jpeg(1)),
@@ -272,10 +372,9 @@ def test_part_builder_ledger_outcomes(tmp_path: Path) -> None:
         _failure_row("PMC5v1-F1", "PMC5.1", "figure", "missing_image", False),
         _marker(5),
     ]
-    for row in rows:
-        part.take(row, writers)
-    ledger = Ledger.load(storage)
-    record = part.commit(storage, ledger, writers, "run")
+    random.Random(1).shuffle(rows)
+    record = part.assemble(storage, rows, 10)
+    Ledger.load(storage).commit("000000", part.entries)
     outcomes = {(e.pmcid, e.status, e.retryable) for e in Ledger.load(storage).entries.values()}
     assert outcomes == {
         ("PMC1", "ok", False),
@@ -322,7 +421,6 @@ def test_orphans_of_an_uncommitted_part_are_removed(tmp_path: Path) -> None:
         "shards/train-000001.tar",
     ]
     parts = mf.load_parts(storage, {"p0"})
-    assert mf.next_shard_index(parts, "train") == 1 and mf.next_shard_index(parts, "val") == 0
     manifest = mf.build_manifest(parts, code_version="v")
     assert manifest["splits"] == {"train": {"shards": 1, "samples": 1}}
     assert manifest["counts"] == {"kept": 1}

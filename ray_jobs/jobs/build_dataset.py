@@ -1,16 +1,23 @@
 """The dataset-building job: PMC articles in, WebDataset + Parquet shards and a manifest out.
 
 ``python -m ray_jobs.jobs.build_dataset --config CONFIG`` (or ``pmcvl run``) runs it as a Ray
-job on a cluster (``RAY_ADDRESS``) or on a local Ray instance. One streaming Ray Data pipeline:
+job on a cluster (``RAY_ADDRESS``) or on a local Ray instance. The driver plans and commits;
+workers do all the work, writing included:
 
-    refs ─▶ FetchStage ─▶ PanelStage ─▶ RelevanceStage ─▶ DedupStage ─▶ [EnrichStage] ─▶ driver
+1. plan: the listing against the ledger, in Arrow, cut into numbered parts (``plan.py``);
+2. stage: refs ─▶ FetchStage ─▶ PanelStage ─▶ RelevanceStage ─▶ fragment writer tasks,
+   streaming, in no particular order; a part is staged once all its articles' credit is in
+   (``staging.py``);
+3. dedup: exact and near duplicates over the published index and the staged panels, as
+   bucketed Ray tasks (``ray_jobs.dedup``);
+4. enrich (optional): the panels that stay ─▶ EnrichStage ─▶ fragment writer tasks, so no
+   duplicate costs an LLM call;
+5. assemble: one task per part writes its shards, index, stats, rejects and failures;
+6. commit: the driver writes each part's ledger segment, in plan order, then the manifest.
 
-Order is preserved end to end, so the driver sees each article's rows followed by its end
-marker. It writes samples into shards as they come and, every ``articles_per_part``
-articles, commits a part: shards + indexes + stats, rejects and failures, the part record,
-then the ledger segment. ``manifest.json`` is rebuilt from committed parts and written last.
-A killed run leaves only uncommitted files, removed at the next start; the articles of the
-unfinished part are processed again and nothing is written twice.
+The driver only ever holds the plan's refs (Arrow), per-part counters and commit records.
+A killed run leaves a plan with uncommitted parts; the next run takes them over under the same
+names, reuses the parts already staged, and files no committed part lists are removed first.
 """
 
 from __future__ import annotations
@@ -31,20 +38,16 @@ import pyarrow as pa
 
 from ray_jobs import __version__
 from ray_jobs.config import Settings, load_settings
-from ray_jobs.failures import FAILURE_SCHEMA
 from ray_jobs.logs import setup_logging
-from ray_jobs.pipeline.rows import ARTICLE, DROPPED, FAILED, OK, Row
 from ray_jobs.pmc.ledger import Ledger, LedgerEntry
 from ray_jobs.shards import manifest as mf
-from ray_jobs.shards.records import REJECT_SCHEMA, PanelRecord
-from ray_jobs.shards.writer import ShardInfo, ShardWriter
+from ray_jobs.shards.part import FAILURES, REJECTS
 from ray_jobs.storage.lease import OutputLease
-from ray_jobs.storage.parquet import read_parquet, write_parquet
 from ray_jobs.storage.store import Storage, open_storage
 
 log = logging.getLogger(__name__)
 
-FAILURES, REJECTS, RUNS = "failures", "rejects", "runs"
+RUNS = "runs"
 # Crash testing: the job exits hard right after committing this many parts, so a test of
 # kill-and-resume always checks the same point. Unset in production.
 CRASH_AFTER_PARTS_ENV = "PMCVL_CRASH_AFTER_PARTS"
@@ -65,6 +68,7 @@ class BuildReport:
     counts: dict[str, Any] = field(default_factory=dict)
     enrichment: dict[str, Any] = field(default_factory=dict)
     orphans_removed: list[str] = field(default_factory=list)
+    resumed_parts: list[str] = field(default_factory=list)
     manifest: str = mf.MANIFEST
     started: str = ""
     finished: str = ""
@@ -97,137 +101,6 @@ def enrichment_plan(settings: Settings) -> dict[str, Any]:
     return {"enabled": False, "reason": reason, "model": None, "prompt_version": None}
 
 
-class PartBuilder:
-    """Everything one part of a run will commit, gathered from the row stream."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self.failures: list[dict[str, Any]] = []
-        self.rejects: list[dict[str, Any]] = []
-        self.entries: list[LedgerEntry] = []
-        self.shards: list[ShardInfo] = []
-        self.counts: dict[str, Any] = {
-            k: 0
-            for k in (
-                "articles",
-                "articles_failed",
-                "articles_skipped",
-                "figures",
-                "figures_failed",
-                "panels",
-                "panels_failed",
-                "kept",
-                "enriched",
-                "present",
-                "failures",
-            )
-        }
-        self.counts["dropped"] = {}
-        self.counts["detector_dropped"] = {}
-        self._article_failures: dict[str, dict[str, Any]] = {}
-        self._retry: set[str] = set()  # articles where a figure or panel failed retryably
-
-    def _detector_drops(self, rec: dict[str, Any]) -> None:
-        mf.add_counts(self.counts["detector_dropped"], rec.get("detector_dropped") or {})
-
-    def take(self, row: Row, writers: dict[str, ShardWriter]) -> None:
-        rec, status = row["record"], row["status"]
-        if status == OK:
-            self._detector_drops(rec)
-            text = rec.get("long_caption") or rec["subcaption"]
-            record = PanelRecord.from_dict({**rec, "text": text})
-            info = writers_for(writers, record.split, self.name).add(record, row["image"])
-            if info:
-                self.shards.append(info)
-            self.counts["panels"] += 1
-            self.counts["kept"] += 1
-            self.counts["enriched"] += record.long_caption is not None
-        elif status == DROPPED:
-            self._detector_drops(rec)
-            reason = rec["drop_reason"]
-            if reason == "present":  # written by an earlier run; a retried article
-                self.counts["present"] += 1
-                return
-            self.counts["panels"] += 1
-            mf.add_counts(self.counts["dropped"], {reason: 1})
-            self.rejects.append(
-                {name: rec.get(name) for name in REJECT_SCHEMA.names} | {"reason": reason}
-            )
-        elif status == FAILED:
-            failure, level = rec["failure"], rec["level"]
-            self.failures.append(failure)
-            self.counts["failures"] += 1
-            if level == "figure":
-                self.counts["figures_failed"] += 1
-            elif level == "panel":
-                self.counts["panels"] += 1
-                self.counts["panels_failed"] += 1
-            if level == "article":
-                self._article_failures[rec["article_key"]] = failure
-                retracted = failure["error_type"] == "retracted"
-                self.counts["articles_skipped" if retracted else "articles_failed"] += 1
-            elif failure["retryable"]:
-                self._retry.add(rec["article_key"])
-        elif status == ARTICLE:
-            self._commit_article(rec)
-
-    def _commit_article(self, rec: dict[str, Any]) -> None:
-        from ray_jobs.pipeline.explode import ref_of
-
-        ref = ref_of(rec)
-        self.counts["articles"] += 1
-        self.counts["figures"] += rec["figures"]
-        failure = self._article_failures.pop(ref.key, None)
-        if failure is not None and failure["error_type"] == "retracted":
-            entry = LedgerEntry.for_ref(ref, "skipped", self.name)
-        elif failure is not None:
-            entry = LedgerEntry.for_ref(ref, "failed", self.name, failure["retryable"])
-        elif ref.key in self._retry:  # a figure or panel failed for a reason worth retrying
-            entry = LedgerEntry.for_ref(ref, "failed", self.name, True)
-        else:
-            entry = LedgerEntry.for_ref(ref, "ok", self.name)
-        self.entries.append(entry)
-
-    def commit(
-        self, storage: Storage, ledger: Ledger, writers: dict[str, ShardWriter], run_id: str
-    ) -> dict[str, Any]:
-        """Flush the part's shards, write its tables and record, then its ledger segment."""
-        for writer in writers.values():
-            if info := writer.flush():
-                self.shards.append(info)
-        if self.failures:
-            table = pa.Table.from_pylist(self.failures, schema=FAILURE_SCHEMA)
-            write_parquet(storage, f"{FAILURES}/{self.name}.parquet", table)
-        if self.rejects:
-            table = pa.Table.from_pylist(self.rejects, schema=REJECT_SCHEMA)
-            write_parquet(storage, f"{REJECTS}/{self.name}.parquet", table)
-        record = {
-            "part": self.name,
-            "run_id": run_id,
-            "shards": [s.to_dict() for s in self.shards],
-            "counts": self.counts,
-        }
-        mf.write_json(storage, mf.part_key(self.name), record)
-        ledger.commit(self.name, self.entries)
-        return record
-
-
-def writers_for(writers: dict[str, ShardWriter], split: str, part: str) -> ShardWriter:
-    writer = writers[split]
-    writer.part = part
-    return writer
-
-
-def known_panels(storage: Storage, parts: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
-    """(key, sha256, phash) of every panel already in the dataset, for cross-run dedup."""
-    known = []
-    for part in parts:
-        for shard in part["shards"]:
-            table = read_parquet(storage, shard["index"]).select(["key", "sha256", "phash"])
-            known.extend(zip(*(table[c].to_pylist() for c in table.column_names), strict=True))
-    return known
-
-
 def connect_ray(settings: Settings) -> None:
     import ray
 
@@ -249,54 +122,6 @@ def preflight(settings: Settings, enrich: bool) -> None:
         nodes_from_ray(ray.nodes()),
         autoscaling=settings.pipeline.autoscaling,
     )
-
-
-def build_pipeline(
-    settings: Settings, refs: pa.Table, known: list[tuple[str, str, str]], enrich: bool
-):  # type: ignore[no-untyped-def]
-    """The streaming Ray Data pipeline over ``refs``; rows come out in input order."""
-    import ray
-
-    from ray_jobs.pipeline import stages
-    from ray_jobs.pipeline.resources import map_batches_args
-
-    ctx = ray.data.DataContext.get_current()
-    ctx.execution_options.preserve_order = True
-    p = settings.pipeline
-    ctx.wait_for_min_actors_s = p.actor_start_timeout_s
-    ctx.execution_no_progress_timeout_s = p.no_progress_timeout_s
-    # blocks cut here, not by a repartition: an all-to-all step needs a whole free CPU on one
-    # node for its tasks (it hung on nodes whose CPUs the actors had shared out) and turns
-    # Ray Data's no-progress guard off
-    n = refs.num_rows
-    step = max(1, math.ceil(n / min(math.ceil(n / p.fetch.batch_size), 10_000)))
-    ds = ray.data.from_arrow([refs.slice(i, step) for i in range(0, n, step)])
-    ds = ds.map_batches(
-        stages.FetchStage, fn_constructor_args=(settings,), **map_batches_args(p.fetch)
-    )
-    ds = ds.map_batches(
-        stages.PanelStage, fn_constructor_args=(settings,), **map_batches_args(p.panels)
-    )
-    ds = ds.map_batches(
-        stages.RelevanceStage, fn_constructor_args=(settings,), **map_batches_args(p.relevance)
-    )
-    ds = ds.map_batches(
-        stages.DedupStage,
-        fn_constructor_args=(settings, known),
-        **map_batches_args(p.dedup, single_actor=True),
-    )
-    if enrich:
-        ds = ds.map_batches(
-            stages.EnrichStage, fn_constructor_args=(settings,), **map_batches_args(p.enrich)
-        )
-    return ds
-
-
-def iter_rows(ds) -> Iterator[Row]:  # type: ignore[no-untyped-def]
-    from ray_jobs.pipeline.rows import decode
-
-    for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
-        yield from decode(batch)
 
 
 def _resolve_llm(settings: Settings, base_url: str) -> Settings:
@@ -372,7 +197,8 @@ def _build(
 ) -> BuildReport:
     """The run, holding the output's lease: orphans of a killed run are removed only now (they
     cannot be a live run's files), and every commit first checks the lease is still ours."""
-    run_id = report.run_id
+    from ray_jobs.pipeline.plan import make_plan
+
     ledger = Ledger.load(storage)
     committed = ledger.committed_parts()
     report.orphans_removed = ledger.remove_orphans((FAILURES, REJECTS)) + mf.remove_orphans(
@@ -383,9 +209,18 @@ def _build(
     pending, report.listed = pending_refs(settings, ledger)
     report.pending = pending.num_rows
     report.unchanged = report.listed - pending.num_rows
-    log.info("%d of %d listed articles are new or changed", pending.num_rows, report.listed)
+    plan = make_plan(storage, report.run_id, pending, committed, settings.output.articles_per_part)
+    report.resumed_parts = plan.resumed
+    _clear_staging(storage, set(plan.parts))
+    log.info(
+        "%d of %d listed articles are new or changed; %d part(s), %d taken over",
+        pending.num_rows,
+        report.listed,
+        len(plan.parts),
+        len(plan.resumed),
+    )
 
-    if pending.num_rows:
+    if plan.parts:
         if report.enrichment["enabled"]:
             _check_llm(report.enrichment, settings)
             settings = _resolve_llm(settings, report.enrichment["base_url"])
@@ -393,34 +228,19 @@ def _build(
             log.warning("caption enrichment skipped: %s", report.enrichment["reason"])
         connect_ray(settings)
         preflight(settings, report.enrichment["enabled"])
-        ds = build_pipeline(
-            settings, pending, known_panels(storage, parts), report.enrichment["enabled"]
-        )
-        writers = {
-            split: ShardWriter(
-                storage,
-                split,
-                settings.pipeline.samples_per_shard,
-                mf.next_shard_index(parts, split),
-                run_id,
-            )
-            for split in ("train", "val")
-        }
-        per_part = settings.output.articles_per_part
-        part = PartBuilder(f"{run_id}-00000")
-        for row in iter_rows(ds):
-            part.take(row, writers)
-            if part.counts["articles"] >= per_part:
-                lease.check()
-                _commit(part, storage, ledger, writers, run_id, report, parts)
-                part = PartBuilder(f"{run_id}-{len(report.parts):05d}")
-        if part.counts["articles"]:
+        staged = stage_parts(settings, storage, plan, lease)
+        find_and_record_duplicates(settings, parts, staged)
+        enriched: dict[str, list[str]] | None = None
+        unpublished: set[str] = set()
+        if report.enrichment["enabled"]:
+            enriched, unpublished = enrich_parts(settings, staged)
+        for record in assemble_parts(settings, plan.parts, staged, enriched, unpublished, report):
             lease.check()
-            _commit(part, storage, ledger, writers, run_id, report, parts)
+            _commit(record, storage, ledger, report, parts)
 
     current = mf.read_manifest(storage)
     if (
-        not pending
+        not plan.parts
         and current is not None
         and current["shards"] == [s for p in parts for s in p["shards"]]
     ):
@@ -432,31 +252,243 @@ def _build(
     return report
 
 
+def _clear_staging(storage: Storage, live: set[str]) -> None:
+    """Staging of parts no plan still needs goes; a live part keeps only what it staged."""
+    from ray_jobs.pipeline import staging
+
+    seen: set[str] = set()
+    for key in list(storage.list(staging.STAGING + "/")):
+        part = key.split("/")[1]
+        if part not in live:
+            storage.delete(key)
+        elif part not in seen:
+            seen.add(part)
+            staging.clear(storage, part, keep_staged=True)
+
+
+def _pipeline_context(settings: Settings) -> None:
+    import ray
+
+    ctx = ray.data.DataContext.get_current()
+    # order is not needed: each part is assembled from its staged rows, sorted by key
+    ctx.execution_options.preserve_order = False
+    p = settings.pipeline
+    ctx.wait_for_min_actors_s = p.actor_start_timeout_s
+    ctx.execution_no_progress_timeout_s = p.no_progress_timeout_s
+
+
+def _writer_args(settings: Settings, kind: str) -> dict[str, Any]:
+    from ray_jobs.pipeline.staging import write_fragments
+
+    w = settings.pipeline.write
+    return {
+        "fn": write_fragments,
+        "fn_kwargs": {"output": settings.output, "kind": kind},
+        "batch_format": "pyarrow",
+        "batch_size": w.batch_size,
+        "num_cpus": w.num_cpus,
+    }
+
+
+def stage_parts(
+    settings: Settings,
+    storage: Storage,
+    plan,
+    lease: OutputLease,  # type: ignore[no-untyped-def]
+) -> dict[str, dict[str, int]]:
+    """Run the parts not staged yet through fetch, panels and relevance; returns every plan
+    part's staged fragments (path -> panels kept in it)."""
+    import ray
+
+    from ray_jobs.pipeline import stages, staging
+    from ray_jobs.pipeline.resources import map_batches_args
+    from ray_jobs.pipeline.rows import ARTICLE_CREDIT
+
+    staged = {p: staging.staged(storage, p) for p in plan.parts}
+    todo = [p for p in plan.parts if staged[p] is None]
+    if todo:
+        refs = plan.refs_of(set(todo))
+        sizes = plan.sizes()
+        expected = {p: sizes[p] * ARTICLE_CREDIT for p in todo}
+        _pipeline_context(settings)
+        p = settings.pipeline
+        n = refs.num_rows
+        # blocks cut here, not by a repartition: an all-to-all step needs a whole free CPU on
+        # one node for its tasks and turns Ray Data's no-progress guard off
+        step = max(1, math.ceil(n / min(math.ceil(n / p.fetch.batch_size), 10_000)))
+        ds = ray.data.from_arrow([refs.slice(i, step) for i in range(0, n, step)])
+        for stage, res in (
+            (stages.FetchStage, p.fetch),
+            (stages.PanelStage, p.panels),
+            (stages.RelevanceStage, p.relevance),
+        ):
+            ds = ds.map_batches(stage, fn_constructor_args=(settings,), **map_batches_args(res))
+        ds = ds.map_batches(**_writer_args(settings, "stage"))
+        got: dict[str, int] = dict.fromkeys(todo, 0)
+        fragments: dict[str, dict[str, int]] = {t: {} for t in todo}
+        for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
+            for row in batch.to_pylist():
+                part = row["part"]
+                got[part] += row["credit"]
+                if row["fragment"]:
+                    fragments[part][row["fragment"]] = row["ok"]
+                if got[part] == expected[part]:
+                    lease.check()
+                    staging.mark_staged(storage, part, fragments.pop(part))
+                    log.info("staged part %s", part)
+        short = {t: (got[t], expected[t]) for t in todo if got[t] != expected[t]}
+        if short:
+            raise RuntimeError(
+                f"parts whose rows did not all arrive (credit got, expected): {short}"
+            )
+        staged = {p: staging.staged(storage, p) for p in plan.parts}
+    return {p: record["fragments"] for p, record in staged.items()}
+
+
+def find_and_record_duplicates(
+    settings: Settings, parts: list[dict[str, Any]], staged: dict[str, dict[str, int]]
+) -> int:
+    """Verdicts for this run's kept panels against the published ones and each other, written
+    per part; returns how many panels are duplicates."""
+    import ray
+
+    from ray_jobs.dedup.shuffle import HashSource, find_duplicates
+    from ray_jobs.pipeline import staging
+
+    new = [
+        HashSource(path, False, ok)
+        for fragments in staged.values()
+        for path, ok in fragments.items()
+        if ok
+    ]
+    if not new:
+        return 0
+    published = [HashSource(s["index"], True, s["samples"]) for p in parts for s in p["shards"]]
+    p = settings.pipeline
+    verdicts = find_duplicates(
+        settings.output,
+        published + new,
+        bits=p.near_duplicate_bits,
+        rows_per_bucket=p.dedup_rows_per_bucket,
+        num_cpus=p.dedup.num_cpus,
+    )
+    write = ray.remote(staging.write_verdicts).options(num_cpus=p.dedup.num_cpus)
+    ray.get([write.remote(settings.output, ref) for ref in verdicts.buckets])
+    log.info("%d duplicate panel(s) in %d chain round(s)", verdicts.dropped, verdicts.rounds)
+    return verdicts.dropped
+
+
+def enrich_parts(
+    settings: Settings, staged: dict[str, dict[str, int]]
+) -> tuple[dict[str, list[str]], set[str]]:
+    """LongCAP captions for the panels that stay: their enriched fragments per part, and the
+    keys whose enrichment failed."""
+    import ray
+
+    from ray_jobs.pipeline import stages
+    from ray_jobs.pipeline.resources import map_batches_args
+    from ray_jobs.pipeline.staging import read_canonical
+
+    enriched: dict[str, list[str]] = {part: [] for part in staged}
+    failed: set[str] = set()
+    items = [
+        {"part": part, "fragment": path}
+        for part, fragments in staged.items()
+        for path, ok in fragments.items()
+        if ok
+    ]
+    if not items:
+        return enriched, failed
+    _pipeline_context(settings)
+    p = settings.pipeline
+    ds = ray.data.from_items(items)
+    ds = ds.map_batches(
+        read_canonical,
+        fn_kwargs={"output": settings.output},
+        batch_size=1,
+        batch_format="pyarrow",
+        num_cpus=p.write.num_cpus,
+    )
+    ds = ds.map_batches(
+        stages.EnrichStage, fn_constructor_args=(settings,), **map_batches_args(p.enrich)
+    )
+    ds = ds.map_batches(**_writer_args(settings, "enrich"))
+    for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
+        for row in batch.to_pylist():
+            if row["fragment"]:
+                enriched[row["part"]].append(row["fragment"])
+            failed.update(row["failed"])
+    return enriched, failed
+
+
+def assemble_parts(
+    settings: Settings,
+    names: list[str],
+    staged: dict[str, dict[str, int]],
+    enriched: dict[str, list[str]] | None,
+    unpublished: set[str],
+    report: BuildReport,
+) -> Iterator[dict[str, Any]]:
+    """Assemble every part in a task of its own; yield their records in plan order."""
+    import ray
+
+    from ray_jobs.shards.part import assemble_part
+
+    task = ray.remote(assemble_part).options(num_cpus=settings.pipeline.write.num_cpus)
+    unpublished_ref = ray.put(sorted(unpublished))
+    window = max(2, int(ray.cluster_resources().get("CPU", 1)) * 2)
+    futures: dict[str, Any] = {}
+    done: dict[str, dict[str, Any]] = {}
+    queue = list(names)
+    for name in names:
+        while queue and len(futures) < window:
+            part = queue.pop(0)
+            futures[part] = task.remote(
+                settings.output,
+                part,
+                report.run_id,
+                sorted(staged[part]),
+                None if enriched is None else sorted(enriched[part]),
+                unpublished_ref,
+                settings.pipeline.samples_per_shard,
+            )
+        while name not in done:
+            ready, _ = ray.wait(list(futures.values()), num_returns=1)
+            for part, future in list(futures.items()):
+                if future in ready:
+                    done[part] = ray.get(future)
+                    del futures[part]
+        yield done.pop(name)
+
+
 def _commit(
-    part: PartBuilder,
+    record: dict[str, Any],
     storage: Storage,
     ledger: Ledger,
-    writers: dict[str, ShardWriter],
-    run_id: str,
     report: BuildReport,
     parts: list[dict[str, Any]],
 ) -> None:
-    record = part.commit(storage, ledger, writers, run_id)
+    """The part's files are written: its ledger segment makes it part of the dataset."""
+    from ray_jobs.pipeline import staging
+
+    entries = [LedgerEntry(**e) for e in record.pop("entries")]
+    ledger.commit(record["part"], entries)
     parts.append(record)
-    report.parts.append(part.name)
+    report.parts.append(record["part"])
     report.new_shards.extend(record["shards"])
     mf.add_counts(report.counts, record["counts"])
+    staging.clear(storage, record["part"])
     log.info(
         "committed part %s: %d articles, %d panels kept, %d shard(s)",
-        part.name,
-        part.counts["articles"],
-        part.counts["kept"],
+        record["part"],
+        record["counts"]["articles"],
+        record["counts"]["kept"],
         len(record["shards"]),
     )
     crash_after = os.environ.get(CRASH_AFTER_PARTS_ENV)
     if crash_after and len(report.parts) >= int(crash_after):
         log.warning(
-            "%s=%s: exiting hard after part %s", CRASH_AFTER_PARTS_ENV, crash_after, part.name
+            "%s=%s: exiting hard after part %s", CRASH_AFTER_PARTS_ENV, crash_after, record["part"]
         )
         os._exit(CRASH_EXIT_CODE)  # like a SIGKILL: no cleanup, no manifest
 

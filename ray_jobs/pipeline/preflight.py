@@ -39,7 +39,7 @@ class ClusterTooSmall(RuntimeError):
 
 
 def stage_asks(pipeline: PipelineSettings, enrich: bool) -> list[StageAsk]:
-    names = ["fetch", "panels", "relevance", "dedup"] + (["enrich"] if enrich else [])
+    names = ["fetch", "panels", "relevance", "write"] + (["enrich"] if enrich else [])
 
     def ask(name: str, res: StageResources) -> StageAsk:
         low = res.concurrency if isinstance(res.concurrency, int) else res.concurrency[0]

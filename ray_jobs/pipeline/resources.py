@@ -12,12 +12,10 @@ from typing import Any
 from ray_jobs.config import StageResources
 
 
-def map_batches_args(resources: StageResources, *, single_actor: bool = False) -> dict[str, Any]:
-    """``single_actor`` pins the pool to one actor, for a stage whose state must see every row
-    (dedup) in order."""
+def map_batches_args(resources: StageResources) -> dict[str, Any]:
     from ray.data import ActorPoolStrategy
 
-    size = 1 if single_actor else resources.concurrency
+    size = resources.concurrency
     pool = (
         ActorPoolStrategy(size=size)
         if isinstance(size, int)

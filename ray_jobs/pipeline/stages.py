@@ -2,7 +2,7 @@
 
 Each class loads what it needs once per actor (a source client, a model, an HTTP client) and
 maps Arrow batches of pipeline rows to Arrow batches, delegating the work to the pure stage
-functions and passing every row it does not own through in order.
+functions and passing every row it does not own through.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def _run(
 
 
 class FetchStage:
-    """Article refs in; figure rows, failure rows and end markers out, in input order."""
+    """Article refs in; figure rows, failure rows and end markers out."""
 
     def __init__(self, settings: Settings):
         from ray_jobs.pmc.sources import open_source
@@ -46,12 +46,17 @@ class FetchStage:
         return list(self.pool.map(one, refs))
 
     def __call__(self, table: pa.Table) -> pa.Table:
-        """``table`` is a slice of the plan (``ledger.REF_SCHEMA`` columns): the rows and their
-        JSON are made here, on the workers, not by the driver for the whole plan."""
-        from ray_jobs.pipeline.rows import make_row
+        """``table`` is a slice of the plan (``plan.PLAN_SCHEMA`` columns): the rows and their
+        JSON are made here, on the workers, not by the driver for the whole plan. Each article
+        enters with its part and its credit."""
+        from ray_jobs.pipeline.rows import ARTICLE_CREDIT, make_row
         from ray_jobs.pmc.records import ArticleRef
 
-        refs = [make_row(ArticleRef(**r).key, REF, r) for r in table.to_pylist()]
+        refs = []
+        for r in table.to_pylist():
+            part = r.pop("part")
+            row = make_row(ArticleRef(**r).key, REF, r)
+            refs.append({**row, "part": part, "credit": ARTICLE_CREDIT})
         counted = metrics.counted("fetch", self._work)
         return encode(expand(refs, REF, counted))
 
@@ -85,29 +90,6 @@ class RelevanceStage:
         from ray_jobs.pipeline.relevance_stage import relevance_rows
 
         return _run("relevance", table, OK, lambda rows: relevance_rows(rows, self.classifier))
-
-
-class DedupStage:
-    """Exact and near duplicates; one actor, so it sees every kept panel in input order."""
-
-    def __init__(self, settings: Settings, known: list[tuple[str, str, str]]):
-        from ray_jobs.pipeline.dedup import Deduper
-
-        self.deduper = Deduper(settings.pipeline.near_duplicate_bits, known)
-
-    def _work(self, panels: list[Row]) -> list[list[Row]]:
-        out = []
-        for panel in panels:
-            rec = panel["record"]
-            reason, original = self.deduper.judge(panel["key"], rec["sha256"], rec["phash"])
-            if reason is not None:
-                rec["drop_reason"], rec["duplicate_of"] = reason, original
-                panel = {**panel, "status": DROPPED, "image": None}
-            out.append([panel])
-        return out
-
-    def __call__(self, table: pa.Table) -> pa.Table:
-        return _run("dedup", table, OK, self._work)
 
 
 class EnrichStage:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-from collections.abc import Iterable
 from typing import Any
 
 from ray_jobs.shards.writer import INDEX, SHARDS, STATS
@@ -67,16 +66,6 @@ def add_counts(total: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
         else:
             total[name] = total.get(name, 0) + value
     return total
-
-
-def next_shard_index(parts: Iterable[dict[str, Any]], split: str) -> int:
-    numbers = [
-        int(s["name"].rsplit("-", 1)[-1].removesuffix(".tar"))
-        for p in parts
-        for s in p["shards"]
-        if s["split"] == split
-    ]
-    return max(numbers, default=-1) + 1
 
 
 def build_manifest(parts: list[dict[str, Any]], **fields: Any) -> dict[str, Any]:

@@ -4,7 +4,7 @@ A shard is assembled in memory (a fixed number of samples, so its size is bounde
 tar metadata (mtime, owner, mode), so the same samples always give byte-identical shards and
 the same sha256. Each shard then gets ``index/<name>.parquet`` (its rows without image bytes,
 plus shard and member names) and ``stats/<name>.json``; nothing lists the shard until the
-part that holds it is committed (see ``ray_jobs.jobs.build_dataset``).
+part that holds it is committed (see ``ray_jobs.shards.part``).
 """
 
 from __future__ import annotations
@@ -131,23 +131,26 @@ def shard_stats(records: list[PanelRecord]) -> dict[str, object]:
 
 
 class ShardWriter:
-    """Numbered shards of one split: ``add`` samples, ``flush`` the open shard."""
+    """The shards of one split of one part: ``add`` samples (in key order), then ``close``.
+
+    Shards are named after the part (``shards/train-000012-0003.tar``): no counter is shared
+    between writers, so any number of them write at once and a name never depends on timing.
+    """
 
     def __init__(
-        self, storage: Storage, split: str, samples_per_shard: int, next_index: int, run_id: str
+        self, storage: Storage, split: str, samples_per_shard: int, part: str, run_id: str
     ):
         self.storage = storage
         self.split = split
         self.samples_per_shard = samples_per_shard
-        self.next_index = next_index
+        self.part = part
         self.run_id = run_id
-        self.part = ""
+        self.written: list[ShardInfo] = []
         self._records: list[PanelRecord] = []
         self._rows: list[dict[str, Any]] = []  # index rows, without the shard name yet
         self._tar: TarBuilder | None = None
 
-    def add(self, record: PanelRecord, image: bytes) -> ShardInfo | None:
-        """Add one sample; returns the shard it completed, if it completed one."""
+    def add(self, record: PanelRecord, image: bytes) -> None:
         if self._tar is None:
             self._tar = TarBuilder()
         data = record.to_json_dict()
@@ -156,13 +159,14 @@ class ShardWriter:
             self._tar.add(name, content)
         self._records.append(record)
         self._rows.append({**data, "member": members[0][0]})
-        return self.flush() if len(self._records) >= self.samples_per_shard else None
+        if len(self._records) >= self.samples_per_shard:
+            self._flush()
 
-    def flush(self) -> ShardInfo | None:
+    def _flush(self) -> None:
         if self._tar is None or not self._records:
-            return None
+            return
         data = self._tar.close()
-        stem = f"{self.split}-{self.next_index:06d}"
+        stem = f"{self.split}-{self.part}-{len(self.written):04d}"
         info = ShardInfo(
             name=f"{SHARDS}/{stem}.tar",
             index=f"{INDEX}/{stem}.parquet",
@@ -177,10 +181,15 @@ class ShardWriter:
         self.storage.write_bytes(info.name, data)
         for row in self._rows:
             row["shard"] = info.name
-        rows = self._rows
-        write_parquet(self.storage, info.index, pa.Table.from_pylist(rows, schema=INDEX_SCHEMA))
+        write_parquet(
+            self.storage, info.index, pa.Table.from_pylist(self._rows, schema=INDEX_SCHEMA)
+        )
         stats = {**shard_stats(self._records), "shard": info.name, "sha256": info.sha256}
         self.storage.write_bytes(info.stats, json.dumps(stats, indent=2).encode())
-        self.next_index += 1
+        self.written.append(info)
         self._records, self._rows, self._tar = [], [], None
-        return info
+
+    def close(self) -> list[ShardInfo]:
+        """Flush the open shard; the shards this writer wrote, in order."""
+        self._flush()
+        return self.written

@@ -1,0 +1,200 @@
+"""One part of a run, assembled on a worker: its staged rows in, its files and record out.
+
+The part's rows (staged by the pipeline, enriched when enrichment ran) are sorted by key, the
+duplicate verdicts applied, and written as shards named after the part
+(``shards/<split>-<part>-<n>.tar``), with their index and stats, the part's rejects and
+failures tables, and ``parts/<part>.json``. Nothing here depends on which worker or node
+ran the part, or when: the same rows and config give the same bytes. The driver then
+commits the part by writing its ledger segment from the entries returned here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+import pyarrow as pa
+
+from ray_jobs.config import OutputSettings
+from ray_jobs.failures import FAILURE_SCHEMA, FailureRecord
+from ray_jobs.pipeline.rows import ARTICLE, DROPPED, FAILED, OK, Row, failure_row
+from ray_jobs.pmc.ledger import LedgerEntry
+from ray_jobs.shards import manifest as mf
+from ray_jobs.shards.records import REJECT_SCHEMA, PanelRecord
+from ray_jobs.shards.writer import ShardInfo, ShardWriter
+from ray_jobs.storage.parquet import write_parquet
+from ray_jobs.storage.store import Storage, open_storage
+
+FAILURES, REJECTS = "failures", "rejects"
+DEDUP_STAGE = "dedup"
+
+
+def _counts() -> dict[str, Any]:
+    names = (
+        "articles",
+        "articles_failed",
+        "articles_skipped",
+        "figures",
+        "figures_failed",
+        "panels",
+        "panels_failed",
+        "kept",
+        "enriched",
+        "present",
+        "failures",
+    )
+    return {**dict.fromkeys(names, 0), "dropped": {}, "detector_dropped": {}}
+
+
+def apply_verdicts(
+    rows: list[Row], verdicts: dict[str, dict[str, Any]], unpublished: set[str]
+) -> list[Row]:
+    """Duplicates become drops pointing at the copy that stays. A duplicate whose copy did not
+    make it into the dataset this run (its enrichment failed) is held back as a retryable
+    failure instead: a panel is never dropped in favour of one that is not published."""
+    out = []
+    for row in rows:
+        verdict = verdicts.get(row["key"]) if row["status"] == OK else None
+        if verdict is None:
+            out.append(row)
+            continue
+        rec = row["record"]
+        if verdict["dst"] in unpublished:
+            failure = FailureRecord(
+                row["key"],
+                DEDUP_STAGE,
+                "canonical_not_published",
+                f"duplicate of {verdict['dst']}, which failed this run; judged again next run",
+                retryable=True,
+            )
+            out.append(failure_row(failure, "panel", rec["article_key"]))
+            continue
+        rec["drop_reason"], rec["duplicate_of"] = verdict["reason"], verdict["dst"]
+        out.append({**row, "status": DROPPED, "image": None})
+    return out
+
+
+class PartAssembler:
+    """Everything one part commits, from its rows (in any order)."""
+
+    def __init__(self, name: str, run_id: str):
+        self.name = name
+        self.run_id = run_id
+        self.failures: list[dict[str, Any]] = []
+        self.rejects: list[dict[str, Any]] = []
+        self.entries: list[LedgerEntry] = []
+        self.counts = _counts()
+        self._article_failures: dict[str, dict[str, Any]] = {}
+        self._retry: set[str] = set()  # articles where a figure or panel failed retryably
+
+    def _detector_drops(self, rec: dict[str, Any]) -> None:
+        mf.add_counts(self.counts["detector_dropped"], rec.get("detector_dropped") or {})
+
+    def _take(self, row: Row, writers: dict[str, ShardWriter]) -> None:
+        rec, status = row["record"], row["status"]
+        if status == OK:
+            self._detector_drops(rec)
+            text = rec.get("long_caption") or rec["subcaption"]
+            record = PanelRecord.from_dict({**rec, "text": text})
+            writers[record.split].add(record, row["image"])
+            self.counts["panels"] += 1
+            self.counts["kept"] += 1
+            self.counts["enriched"] += record.long_caption is not None
+        elif status == DROPPED:
+            self._detector_drops(rec)
+            reason = rec["drop_reason"]
+            if reason == "present":  # written by an earlier run; a retried article
+                self.counts["present"] += 1
+                return
+            self.counts["panels"] += 1
+            mf.add_counts(self.counts["dropped"], {reason: 1})
+            self.rejects.append(
+                {name: rec.get(name) for name in REJECT_SCHEMA.names} | {"reason": reason}
+            )
+        elif status == FAILED:
+            failure, level = rec["failure"], rec["level"]
+            self.failures.append(failure)
+            self.counts["failures"] += 1
+            if level == "figure":
+                self.counts["figures_failed"] += 1
+            elif level == "panel":
+                self.counts["panels"] += 1
+                self.counts["panels_failed"] += 1
+            if level == "article":
+                self._article_failures[rec["article_key"]] = failure
+                retracted = failure["error_type"] == "retracted"
+                self.counts["articles_skipped" if retracted else "articles_failed"] += 1
+            elif failure["retryable"]:
+                self._retry.add(rec["article_key"])
+
+    def _close_article(self, rec: dict[str, Any]) -> None:
+        from ray_jobs.pipeline.explode import ref_of
+
+        ref = ref_of(rec)
+        self.counts["articles"] += 1
+        self.counts["figures"] += rec["figures"]
+        failure = self._article_failures.pop(ref.key, None)
+        if failure is not None and failure["error_type"] == "retracted":
+            entry = LedgerEntry.for_ref(ref, "skipped", self.name)
+        elif failure is not None:
+            entry = LedgerEntry.for_ref(ref, "failed", self.name, failure["retryable"])
+        elif ref.key in self._retry:  # a figure or panel failed for a reason worth retrying
+            entry = LedgerEntry.for_ref(ref, "failed", self.name, True)
+        else:
+            entry = LedgerEntry.for_ref(ref, "ok", self.name)
+        self.entries.append(entry)
+
+    def assemble(self, storage: Storage, rows: list[Row], samples_per_shard: int) -> dict[str, Any]:
+        """Write the part's shards and tables and its record; returns the record."""
+        rows = sorted(rows, key=lambda r: (r["key"], r["status"]))
+        writers = {
+            split: ShardWriter(storage, split, samples_per_shard, self.name, self.run_id)
+            for split in ("train", "val")
+        }
+        for row in rows:
+            if row["status"] != ARTICLE:
+                self._take(row, writers)
+        for row in rows:
+            if row["status"] == ARTICLE:
+                self._close_article(row["record"])
+        shards: list[ShardInfo] = [s for w in writers.values() for s in w.close()]
+        if self.failures:
+            table = pa.Table.from_pylist(self.failures, schema=FAILURE_SCHEMA)
+            write_parquet(storage, f"{FAILURES}/{self.name}.parquet", table)
+        if self.rejects:
+            table = pa.Table.from_pylist(self.rejects, schema=REJECT_SCHEMA)
+            write_parquet(storage, f"{REJECTS}/{self.name}.parquet", table)
+        record = {
+            "part": self.name,
+            "run_id": self.run_id,
+            "shards": [s.to_dict() for s in shards],
+            "counts": self.counts,
+            "entries": [asdict(e) for e in self.entries],
+        }
+        mf.write_json(
+            storage, mf.part_key(self.name), {k: v for k, v in record.items() if k != "entries"}
+        )
+        return record
+
+
+def assemble_part(
+    output: OutputSettings,
+    part: str,
+    run_id: str,
+    staged: list[str],
+    enriched: list[str] | None,
+    unpublished: list[str],
+    samples_per_shard: int,
+) -> dict[str, Any]:
+    """A Ray task: the part's staged rows (their enriched versions, when enrichment ran) with
+    the duplicate verdicts applied, written out; returns the part record with its entries."""
+    from ray_jobs.pipeline import staging
+
+    storage = open_storage(output.uri, output.s3)
+    rows = staging.read_rows(storage, staged)
+    verdicts = staging.read_verdicts(storage, part)
+    if enriched is not None:  # kept panels that stay were sent through enrichment
+        rows = [r for r in rows if r["status"] != OK or r["key"] in verdicts]
+        rows += staging.read_rows(storage, enriched)
+    rows = apply_verdicts(rows, verdicts, set(unpublished))
+    return PartAssembler(part, run_id).assemble(storage, rows, samples_per_shard)
