@@ -93,8 +93,7 @@ def make_dataset(root: Path, samples_per_shard: int = 6) -> Path:
             records.append(_record(pmcid, year, p, "", p == long_panel))
     # interleave articles so one article's panels land in different shards
     records.sort(key=lambda r: (r.panel_index, r.pmcid))
-    shards = []
-    writer = ShardWriter(storage, "train", samples_per_shard, 0, "run-test")
+    writer = ShardWriter(storage, "train", samples_per_shard, "000000", "run-test")
     for i, rec in enumerate(records):
         image, caption = figures[i % len(figures)]
         rec.caption = caption
@@ -103,17 +102,15 @@ def make_dataset(root: Path, samples_per_shard: int = 6) -> Path:
         if rec.long_caption:
             rec.long_caption += caption
         rec.sha256 = hashlib.sha256(image).hexdigest()
-        if info := writer.add(rec, image):
-            shards.append(info.to_dict())
-    if info := writer.flush():
-        shards.append(info.to_dict())
-    val = ShardWriter(storage, "val", samples_per_shard, 0, "run-test")
+        writer.add(rec, image)
+    shards = [info.to_dict() for info in writer.close()]
+    val = ShardWriter(storage, "val", samples_per_shard, "000000", "run-test")
     for p in range(2):
         image, caption = figures[p]
         rec = _record(VAL_ARTICLE, 2025, p, caption, False)
         rec.sha256 = hashlib.sha256(image).hexdigest()
         val.add(rec, image)
-    shards.append(val.flush().to_dict())  # type: ignore[union-attr]
+    shards += [info.to_dict() for info in val.close()]
     part = {"shards": shards, "counts": {"kept": len(records) + 2}, "run_id": "run-test"}
     write_json(storage, "manifest.json", build_manifest([part]))
     return root

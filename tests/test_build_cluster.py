@@ -4,7 +4,9 @@ cannot place is refused at once, saying what it asked and what the cluster has."
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -84,22 +86,63 @@ def _published(out: Path) -> dict[str, object]:
     return got
 
 
+@contextlib.contextmanager
+def _own_address():
+    """Without the session's RAY_ADDRESS: Ray's node start-up and its state API both prefer
+    that variable to the address they are given."""
+    saved = os.environ.pop("RAY_ADDRESS", None)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.environ["RAY_ADDRESS"] = saved
+
+
 @pytest.fixture(scope="module")
-def three_nodes():
-    """Three Ray nodes of one CPU each on this machine (no dashboard): the shape that once
-    hung the build at its first step."""
+def three_nodes(ray_address):
+    """Three Ray nodes of one CPU each on this machine: the shape that once hung the build at
+    its first step. Yields the GCS address and the dashboard (for the state API)."""
+    from conftest import _free_port
     from ray.cluster_utils import Cluster
 
-    cluster = Cluster(
-        initialize_head=True,
-        connect=False,
-        head_node_args={"num_cpus": 1, "include_dashboard": False},
-    )
-    for _ in range(2):
-        cluster.add_node(num_cpus=1)
-    cluster.wait_for_nodes()
-    yield cluster.address
+    port = _free_port()
+    dashboard = f"http://127.0.0.1:{port}"
+    with _own_address():
+        cluster = Cluster(
+            initialize_head=True,
+            connect=False,
+            head_node_args={
+                "num_cpus": 1,
+                "include_dashboard": True,
+                "dashboard_host": "127.0.0.1",
+                "dashboard_port": port,
+            },
+        )
+        for _ in range(2):
+            cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+        assert len(_alive_nodes(dashboard)) == 3  # the dashboard asked is this cluster's
+    yield cluster.address, dashboard
     cluster.shutdown()
+
+
+def _alive_nodes(dashboard: str) -> list[str]:
+    from ray.util.state import list_nodes
+
+    return [n.node_id for n in list_nodes(address=dashboard) if n.state == "ALIVE"]
+
+
+def _nodes_by_task(dashboard: str) -> dict[str, set[str]]:
+    """Which nodes ran each kind of task, from Ray's state API."""
+    from ray.util.state import list_tasks
+
+    with _own_address():
+        tasks = list_tasks(address=dashboard, limit=10_000, raise_on_missing_output=False)
+    nodes: dict[str, set[str]] = {}
+    for task in tasks:
+        if task.node_id:
+            nodes.setdefault(task.name, set()).add(task.node_id)
+    return nodes
 
 
 def test_several_one_cpu_nodes_give_the_bytes_of_one_node(
@@ -108,9 +151,18 @@ def test_several_one_cpu_nodes_give_the_bytes_of_one_node(
     corpus = tmp_path / "corpus"
     write_corpus(corpus, N_ARTICLES, "folders", seed=12)
     one, many = tmp_path / "one", tmp_path / "many"
-    for out, address in ((one, ray_address), (many, three_nodes)):
-        proc = build_job(_config(corpus, out), tmp_path / f"{out.name}.yaml", address)
+    gcs, dashboard = three_nodes
+    # many small buckets and write batches on the cluster: the bytes must not depend on them
+    small = {"dedup_rows_per_bucket": 3, "write": {"num_cpus": 0.1, "batch_size": 2}}
+    for out, address, pipeline in ((one, ray_address, {}), (many, gcs, small)):
+        config = _config(corpus, out, **pipeline)
+        proc = build_job(config, tmp_path / f"{out.name}.yaml", address)
         assert proc.returncode == 0, proc.stderr[-4000:]
     got, want = _published(many), _published(one)
     assert any(k.startswith("shards/") for k in want) and want["rejects"]
+    assert any("duplicate" in r["reason"] for r in want["rejects"])  # dedup had work to do
     assert got == want
+    nodes = _nodes_by_task(dashboard)
+    for kind in ("write_fragments", "assemble_part", "judge"):
+        ran = set().union(*(n for name, n in nodes.items() if kind in name))
+        assert len(ran) > 1, f"{kind} ran on {len(ran)} node(s): {sorted(nodes)}"

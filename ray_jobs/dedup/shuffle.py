@@ -64,8 +64,15 @@ def by_part(edges: pa.Table, n: int, column: str = "src_part") -> list[pa.Table]
     return [edges.filter(pc.equal(buckets, b)) for b in range(n)]
 
 
-def _options(num_cpus: float, returns: int):  # type: ignore[no-untyped-def]
-    return {"num_cpus": num_cpus, "num_returns": returns, "max_retries": 3}
+def task_options(num_cpus: float, returns: int = 1) -> dict[str, object]:
+    """Spread over the nodes (Ray would pack small tasks onto the driver's node), and retried:
+    every task is a pure function of its inputs."""
+    return {
+        "num_cpus": num_cpus,
+        "num_returns": returns,
+        "max_retries": 3,
+        "scheduling_strategy": "SPREAD",
+    }
 
 
 def _unpack(refs, n: int) -> list:  # type: ignore[no-untyped-def]
@@ -122,7 +129,7 @@ def find_duplicates(
     def count(table: pa.Table) -> int:
         return table.num_rows
 
-    @ray.remote(num_returns=2)
+    @ray.remote
     def settle(verdicts: pa.Table, *moved: pa.Table) -> tuple[pa.Table, int]:
         moved_rows = pa.concat_tables(moved)
         return groups.apply(verdicts, moved_rows), moved_rows.num_rows
@@ -137,32 +144,37 @@ def find_duplicates(
             filled = 0
         batches[-1].append(source)
         filled += source.rows
-    routed = [_unpack(route.options(**_options(num_cpus, n)).remote(b, n), n) for b in batches if b]
-    judged = [judge.options(num_cpus=num_cpus).remote(*(r[b] for r in routed)) for b in range(n)]
+    routed = [
+        _unpack(route.options(**task_options(num_cpus, n)).remote(b, n), n) for b in batches if b
+    ]
+    judged = [
+        judge.options(**task_options(num_cpus)).remote(*(r[b] for r in routed)) for b in range(n)
+    ]
     del routed
     regrouped = [
-        _unpack(split.options(**_options(num_cpus, n)).remote(j, n, "src_part"), n) for j in judged
+        _unpack(split.options(**task_options(num_cpus, n)).remote(j, n, "src_part"), n)
+        for j in judged
     ]
     verdicts = [
-        pick.options(num_cpus=num_cpus).remote(*(r[b] for r in regrouped)) for b in range(n)
+        pick.options(**task_options(num_cpus)).remote(*(r[b] for r in regrouped)) for b in range(n)
     ]
     del judged, regrouped
     rounds = 0
     while True:
         probes = [
-            _unpack(split.options(**_options(num_cpus, n)).remote(v, n, "dst_part"), n)
+            _unpack(split.options(**task_options(num_cpus, n)).remote(v, n, "dst_part"), n)
             for v in verdicts
         ]
         moved = [
-            hop.options(num_cpus=num_cpus).remote(verdicts[c], *(p[c] for p in probes))
+            hop.options(**task_options(num_cpus)).remote(verdicts[c], *(p[c] for p in probes))
             for c in range(n)
         ]
         back = [
-            _unpack(split.options(**_options(num_cpus, n)).remote(m, n, "src_part"), n)
+            _unpack(split.options(**task_options(num_cpus, n)).remote(m, n, "src_part"), n)
             for m in moved
         ]
         settled = [
-            settle.options(num_cpus=num_cpus).remote(verdicts[b], *(r[b] for r in back))
+            settle.options(**task_options(num_cpus, 2)).remote(verdicts[b], *(r[b] for r in back))
             for b in range(n)
         ]
         verdicts = [s[0] for s in settled]
@@ -172,5 +184,5 @@ def find_duplicates(
             break
         if rounds >= MAX_ROUNDS:
             raise RuntimeError(f"duplicate chains did not settle in {MAX_ROUNDS} rounds")
-    dropped = sum(ray.get([count.options(num_cpus=num_cpus).remote(v) for v in verdicts]))
+    dropped = sum(ray.get([count.options(**task_options(num_cpus)).remote(v) for v in verdicts]))
     return Verdicts(verdicts, dropped, rounds)

@@ -352,7 +352,7 @@ def find_and_record_duplicates(
     per part; returns how many panels are duplicates."""
     import ray
 
-    from ray_jobs.dedup.shuffle import HashSource, find_duplicates
+    from ray_jobs.dedup.shuffle import HashSource, find_duplicates, task_options
     from ray_jobs.pipeline import staging
 
     new = [
@@ -372,7 +372,7 @@ def find_and_record_duplicates(
         rows_per_bucket=p.dedup_rows_per_bucket,
         num_cpus=p.dedup.num_cpus,
     )
-    write = ray.remote(staging.write_verdicts).options(num_cpus=p.dedup.num_cpus)
+    write = ray.remote(staging.write_verdicts).options(**task_options(p.dedup.num_cpus))
     ray.get([write.remote(settings.output, ref) for ref in verdicts.buckets])
     log.info("%d duplicate panel(s) in %d chain round(s)", verdicts.dropped, verdicts.rounds)
     return verdicts.dropped
@@ -432,9 +432,10 @@ def assemble_parts(
     """Assemble every part in a task of its own; yield their records in plan order."""
     import ray
 
+    from ray_jobs.dedup.shuffle import task_options
     from ray_jobs.shards.part import assemble_part
 
-    task = ray.remote(assemble_part).options(num_cpus=settings.pipeline.write.num_cpus)
+    task = ray.remote(assemble_part).options(**task_options(settings.pipeline.write.num_cpus))
     unpublished_ref = ray.put(sorted(unpublished))
     window = max(2, int(ray.cluster_resources().get("CPU", 1)) * 2)
     futures: dict[str, Any] = {}
