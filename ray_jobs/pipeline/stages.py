@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from ray_jobs.config import Settings
 from ray_jobs.pipeline import metrics
-from ray_jobs.pipeline.rows import DROPPED, FIGURE, OK, Row, decode, encode, expand
+from ray_jobs.pipeline.rows import FIGURE, OK, Row, decode, encode, expand
 
 REF = "ref"
 
