@@ -60,6 +60,8 @@ bench-llm: install
 # Planning at whole-PMC size (7M listed against a 6M ledger) against the previous planner.
 bench-scale: install
 	$(BIN)/python benchmarks/bench_scale.py
+	$(BIN)/python benchmarks/bench_dedup.py
+	$(BIN)/python benchmarks/bench_e2e.py
 
 eval-subcaptions: install
 	$(BIN)/python benchmarks/eval_subcaptions.py
