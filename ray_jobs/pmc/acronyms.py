@@ -76,7 +76,7 @@ def best_long_form(short: str, candidate: str) -> str | None:
 def _candidate_words(text_before: str, short: str) -> str:
     """The words a long form may span: at most min(|SF|+5, 2|SF|), never across a bracket, a
     sentence end or a clause break, and never a trailing citation ("broth [55] (LB)")."""
-    text = _CITATION_TAIL.sub("", text_before)
+    text = _CITATION_TAIL.sub("", text_before) if "]" in text_before[-8:] else text_before
     cut = max(text.rfind(c) for c in _CUTS)
     words = text[cut + 1 :].split()
     return " ".join(words[-min(len(short) + 5, len(short) * 2) :]).rstrip(",;:")
@@ -166,15 +166,15 @@ def find_definitions(text: str) -> dict[str, str]:
         # _DEFINED already bounds length and characters; an acronym also carries a capital
         if short.lower() == short:
             continue
-        if _not_a_definition(short, m.group(0)[len(short) + 1 : -1]):
-            continue
-        window = text[max(0, start - 200) : start]
+        if (_name_like(short) and len(short) > 4) or _not_a_definition(
+            short, m.group(0)[len(short) + 1 : -1]
+        ):
+            continue  # a name ("(Promega)", "(Plasmodium)") never defines an acronym here
+        before = _candidate_words(text[max(0, start - 200) : start], short)
         # S-H needs the short form's first character to start a word of the long form
-        first = " " + short[0].lower()
-        if first not in " " + " ".join(window.lower().replace("-", " ").split()):
+        if not before or " " + short[0].lower() not in " " + before.lower().replace("-", " "):
             continue
-        before = _candidate_words(window, short)
-        long_form = long_form_for(short, before) if before else None
+        long_form = long_form_for(short, before)
         if long_form:
             found[short] = long_form
     return found

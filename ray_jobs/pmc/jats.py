@@ -9,7 +9,7 @@ ties each figure reference to its sentence and the panel letters it names.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from lxml import etree
@@ -23,9 +23,11 @@ from ray_jobs.pmc.text import (
     BLOCK_TAGS,
     FLOAT_TAGS,
     Sentences,
+    clean_text,
     element_text,
     figure_number,
     panel_letters,
+    structure_index,
     text_with_spans,
 )
 
@@ -44,8 +46,13 @@ MAX_FIGURE_REFS = 20_000
 _PUB_DATE_ORDER = ("epub", "ppub", "pub", "epub-ppub", "collection", "ecorrected")
 
 
-def _text(el: etree._Element | None) -> str:
-    return element_text(el) if el is not None else ""
+def _text(el: etree._Element | None, needs: Collection[etree._Element] | None = None) -> str:
+    """An element's text; ``needs`` is the tree's :func:`structure_index` (saves a pass)."""
+    if el is None:
+        return ""
+    if not len(el):
+        return clean_text(el.text) if el.text else ""
+    return element_text(el, (), needs)
 
 
 def _article_ids(meta: etree._Element | None) -> dict[str, str]:
@@ -117,7 +124,7 @@ def _license(meta: etree._Element | None, metadata: Mapping[str, Any] | None) ->
 _ABSTRACT_HEADING = re.compile(r"^(?:abstract|summary)\s*(?:[:.\-–—]\s*|$)", re.I)
 
 
-def _abstract(meta: etree._Element | None) -> str:
+def _abstract(meta: etree._Element | None, needs: Collection[etree._Element]) -> str:
     """The main abstract: its paragraphs, and each section as "Title: text"; the abstract's own
     heading ("Abstract", "Summary", as a title or as the first words) is left out."""
     if meta is None:
@@ -131,10 +138,10 @@ def _abstract(meta: etree._Element | None) -> str:
             if tag in ("title", "label") or not isinstance(tag, str) or tag in FLOAT_TAGS:
                 continue
             if tag != "sec":
-                parts.append(_text(child))
+                parts.append(_text(child, needs))
                 continue
-            title = _text(child.find("title"))
-            body = " ".join(_text(p) for p in child if p.tag not in ("title", "label"))
+            title = _text(child.find("title"), needs)
+            body = " ".join(_text(p, needs) for p in child if p.tag not in ("title", "label"))
             if title and not title.endswith((":", ".", "?")):
                 title += ":"
             parts.append(f"{title} {body}" if title else body)
@@ -186,7 +193,10 @@ def _mention_block(xref: etree._Element) -> etree._Element:
 
 
 def _mentions(
-    root: etree._Element, fig_numbers: Mapping[str, str | None], max_refs: int | None
+    root: etree._Element,
+    fig_numbers: Mapping[str, str | None],
+    max_refs: int | None,
+    needs: Collection[etree._Element],
 ) -> dict[str, list]:
     """Figure id → mentions, for every fig xref at any depth of the article.
 
@@ -208,7 +218,7 @@ def _mentions(
             by_block.setdefault(_mention_block(xref), []).append(xref)
     out: dict[str, list[Mention]] = {}
     for block, xrefs in by_block.items():
-        paragraph, spans = text_with_spans(block, xrefs)
+        paragraph, spans = text_with_spans(block, xrefs, needs)
         sentences = Sentences(paragraph, spans)
         for xref, span in zip(xrefs, spans, strict=True):
             if span is not None and span[1] > span[0]:
@@ -216,7 +226,7 @@ def _mentions(
                 ref_text = paragraph[start:end].strip()
                 sentence = sentences.at(start)
             else:
-                ref_text, sentence = _text(xref), paragraph
+                ref_text, sentence = _text(xref, needs), paragraph
             for rid in xref.get("rid", "").split():
                 if rid not in fig_numbers:
                     continue
@@ -259,32 +269,44 @@ def _doi_paragraphs(caption: etree._Element) -> list[etree._Element]:
     return found
 
 
-def _figures(root: etree._Element, media: Mapping[str, str]) -> list[Figure]:
+def _figures(
+    root: etree._Element, media: Mapping[str, str], needs: Collection[etree._Element]
+) -> list[Figure]:
     figures: list[Figure] = []
     for fig in root.iter("fig"):
         fig_id = fig.get("id") or f"fig{len(figures) + 1}"
-        caption = fig.find("caption")
+        label = caption = title = None
+        for child in fig:  # a loop over the children is cheaper than two find() calls
+            if child.tag == "label" and label is None:
+                label = child
+            elif child.tag == "caption" and caption is None:
+                caption = child
+        if caption is not None:
+            for child in caption:
+                if child.tag == "title":
+                    title = child
+                    break
         hrefs = [g.get(XLINK_HREF) for g in fig.iter("graphic") if g.get(XLINK_HREF)]
         skip = _doi_paragraphs(caption) if caption is not None else ()
         figures.append(
             Figure(
                 id=fig_id,
-                label=_text(fig.find("label")) or None,
-                title=_text(caption.find("title")) if caption is not None else None,
-                caption=element_text(caption, skip),
+                label=_text(label, needs) or None,
+                title=_text(title, needs) if caption is not None else None,
+                caption=element_text(caption, skip, needs),
                 graphics=hrefs,
                 image=resolve_image(hrefs, media),
-                bold_labels=_bold_labels(caption),
+                bold_labels=_bold_labels(caption, needs),
             )
         )
     return figures
 
 
-def _bold_labels(caption: etree._Element | None) -> list[str]:
+def _bold_labels(caption: etree._Element | None, needs: Collection[etree._Element]) -> list[str]:
     """Short bold runs in a caption ("<bold>A</bold>"): evidence that they are panel labels."""
     if caption is None:
         return []
-    runs = (_text(b).strip("().:, ") for b in caption.iter("bold", "b"))
+    runs = (_text(b, needs).strip("().:, ") for b in caption.iter("bold", "b"))
     return list(dict.fromkeys(r for r in runs if r and len(r) <= 4))
 
 
@@ -345,8 +367,10 @@ def parse_root(
                 if journal:
                     break
     media = _media_index(media_names)
-    figures = _figures(root, media)
-    mentions = _mentions(root, {f.id: figure_number(f.label) for f in figures}, max_figure_refs)
+    needs = structure_index(root)
+    figures = _figures(root, media, needs)
+    numbers = {f.id: figure_number(f.label) for f in figures}
+    mentions = _mentions(root, numbers, max_figure_refs, needs)
     for figure in figures:
         figure.mentions = mentions.get(figure.id, [])
     keywords = [_text(kw) for kw in root.iterfind("front/article-meta/kwd-group/kwd")]
@@ -369,7 +393,7 @@ def parse_root(
         year=_year(meta),
         article_type=root.get("article-type"),
         license=_license(meta, metadata),
-        abstract=_abstract(meta),
+        abstract=_abstract(meta, needs),
         keywords=[k for k in keywords if k],
         figures=figures,
         acronyms={},

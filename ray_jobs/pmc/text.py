@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections.abc import Collection, Sequence
+from functools import lru_cache
 
 from lxml import etree
 
@@ -116,6 +117,21 @@ def normalise_space(text: str) -> str:
     return text
 
 
+def clean_text(text: str) -> str:
+    """:func:`normalise_space`, stripped. A short text is split and joined instead (one C call,
+    Unicode spaces included), cheaper there than the scans, which win on long texts."""
+    if len(text) > 300:
+        return normalise_space(text).strip()
+    text = " ".join(text.split())
+    if not text.isascii():
+        for c in _INVISIBLE:
+            if c in text:
+                text = text.replace(c, "")
+        if "  " in text or text[:1] == " " or text[-1:] == " ":  # a space beside an invisible
+            text = " ".join(text.split())
+    return text
+
+
 # --- rendering -------------------------------------------------------------------------------
 
 
@@ -157,32 +173,29 @@ def _chosen_alternative(el: etree._Element) -> etree._Element | None:
     return tex if tex is not None else other
 
 
+def structure_index(root: etree._Element) -> set[etree._Element]:
+    """The elements of ``root``'s tree that have a block, float, ``<alternatives>`` or
+    ``<tex-math>`` below them: only these are walked in Python, every other subtree goes to
+    lxml's C serialiser whole. One pass over the tree; each element is added once."""
+    needs: set[etree._Element] = set()
+    add = needs.add
+    for el in root.iter(*_STRUCTURE):
+        node = el.getparent()
+        while node is not None and node not in needs:
+            add(node)
+            node = node.getparent()
+    return needs
+
+
 class _Renderer:
     """Raw text of one subtree, the reader's way; whitespace is normalised afterwards."""
 
     __slots__ = ("needs", "parts", "skip")
 
-    def __init__(self, root: etree._Element, skip: Collection[etree._Element]) -> None:
+    def __init__(self, needs: Collection[etree._Element], skip: Collection[etree._Element]):
         self.parts: list[str] = []
-        self.skip = skip
-        # elements with structure below them: only these are walked in Python, every other
-        # subtree goes to the C serialiser whole. Each element is added once, so this is linear.
-        needs: set[etree._Element] = set()
-        for el in root.iterdescendants(*_STRUCTURE):
-            node = el.getparent()
-            while node is not None and node not in needs:
-                needs.add(node)
-                if node is root:
-                    break
-                node = node.getparent()
-        for el in skip:
-            node = el.getparent()
-            while node is not None and node not in needs:
-                needs.add(node)
-                if node is root:
-                    break
-                node = node.getparent()
         self.needs = needs
+        self.skip = skip
 
     def content(self, el: etree._Element) -> None:
         """The element's own text and its children's (not its tail)."""
@@ -221,25 +234,43 @@ class _Renderer:
             self.content(el)
 
 
-def raw_text(el: etree._Element, skip: Collection[etree._Element] = ()) -> str:
-    """The element's text before whitespace is normalised; elements in ``skip`` are left out."""
-    if not skip:
-        if not len(el):
-            return el.text or ""
-        if next(el.iterdescendants(*_STRUCTURE), None) is None:
-            return etree.tostring(el, method="text", encoding="unicode", with_tail=False)
-    renderer = _Renderer(el, skip)
+def raw_text(
+    el: etree._Element,
+    skip: Collection[etree._Element] = (),
+    needs: Collection[etree._Element] | None = None,
+) -> str:
+    """The element's text before whitespace is normalised; elements in ``skip`` are left out.
+
+    ``needs`` is :func:`structure_index` of the tree (computed for ``el`` alone when absent);
+    elements in ``skip`` must be blocks, or have a block or float among their siblings.
+    """
     if _local(el.tag) == "tex-math":
         return _tex(el)
+    if needs is None:
+        needs = structure_index(el)
+        for node in skip:
+            node = node.getparent()
+            while node is not None and node not in needs:
+                needs.add(node)
+                node = node.getparent()
+    if el not in needs:
+        if not len(el):
+            return el.text or ""
+        return etree.tostring(el, method="text", encoding="unicode", with_tail=False)
+    renderer = _Renderer(needs, skip)
     renderer.content(el)
     return "".join(renderer.parts)
 
 
-def element_text(el: etree._Element | None, skip: Collection[etree._Element] = ()) -> str:
+def element_text(
+    el: etree._Element | None,
+    skip: Collection[etree._Element] = (),
+    needs: Collection[etree._Element] | None = None,
+) -> str:
     """The element's text as a reader sees it (see the module docstring), stripped."""
     if el is None:
         return ""
-    return normalise_space(raw_text(el, skip)).strip()
+    return clean_text(raw_text(el, skip, needs))
 
 
 # Private-use characters mark the references while a block is rendered.
@@ -273,7 +304,11 @@ def _clear_marks(block: etree._Element) -> None:
 
 
 def text_with_spans(
-    block: etree._Element, marked: Sequence[etree._Element], *, _retried: bool = False
+    block: etree._Element,
+    marked: Sequence[etree._Element],
+    needs: Collection[etree._Element] | None = None,
+    *,
+    _retried: bool = False,
 ) -> tuple[str, list[tuple[int, int] | None]]:
     """The block's text and the span of each marked descendant (in document order), or None
     for one whose text is not part of the block's (inside a float).
@@ -286,40 +321,39 @@ def text_with_spans(
         for el, text, tail in saved:
             el.text = _OPEN + text if text else _OPEN
             el.tail = _CLOSE + tail if tail else _CLOSE
-        raw = raw_text(block)
+        raw = raw_text(block, (), needs)
     finally:
         for el, text, tail in saved:
             el.text, el.tail = text, tail
     opens = raw.count(_OPEN)
     if (opens != raw.count(_CLOSE) or opens > len(marked)) and not _retried:
         _clear_marks(block)  # the article holds marker characters of its own
-        return text_with_spans(block, marked, _retried=True)
+        return text_with_spans(block, marked, needs, _retried=True)
     order = list(range(len(marked)))
     if opens != len(marked) or opens != raw.count(_CLOSE):
         order = [i for i, el in enumerate(marked) if _rendered(el, block)]
         if len(order) != opens or opens != raw.count(_CLOSE):
             # cannot tell which is which: no spans, rather than wrong ones
             return normalise_space(_MARKS.sub("", raw)).strip(), [None] * len(marked)
-    pieces = _MARKS.split(normalise_space(raw))
     out: list[str] = []
     spans: list[tuple[int, int] | None] = [None] * len(marked)
     stack: list[tuple[int, int]] = []
     length, opened, space_before = 0, 0, True  # a leading space is dropped
-    for i, piece in enumerate(pieces):
-        if i % 2:
-            if piece == _OPEN:
-                stack.append((order[opened], length))
-                opened += 1
-            elif stack:
+    # str.split (C) rather than a regular expression over the text
+    for i, chunk in enumerate(normalise_space(raw).split(_OPEN)):
+        if i:
+            stack.append((order[opened], length))
+            opened += 1
+        for j, piece in enumerate(chunk.split(_CLOSE) if _CLOSE in chunk else (chunk,)):
+            if j and stack:
                 index, start = stack.pop()
                 spans[index] = (start, length)
-            continue
-        if space_before and piece[:1] == " ":
-            piece = piece[1:]
-        if piece:
-            out.append(piece)
-            length += len(piece)
-            space_before = piece[-1] == " "
+            if space_before and piece[:1] == " ":
+                piece = piece[1:]
+            if piece:
+                out.append(piece)
+                length += len(piece)
+                space_before = piece[-1] == " "
     text = "".join(out)
     if text.endswith(" "):
         text = text[:-1]
@@ -342,6 +376,7 @@ _NAME_LINKS = frozenset({"by", "and", "&"})
 # a sentence end: punctuation, closing quotes or brackets, a space, then a capital, a digit or
 # an opening quote or bracket (the text is whitespace-normalised: one space)
 _BOUNDARY = re.compile(r"[.!?]+[\"'”’)\]]* (?=[\"'“‘(\[]?[A-Z0-9])")
+_PERIOD_BOUNDARY = re.compile(r"\.[\"'”’)\]]* (?=[\"'“‘(\[]?[A-Z0-9])")
 _OPENERS = "([{\"'“‘"
 _CLOSERS = ")]}\"'”’"
 
@@ -390,67 +425,118 @@ def _is_boundary(text: str, pos: int, end: int) -> bool:
     return not _is_initial(text, start, bare, next_char)
 
 
+class _Boundaries:
+    """Which sentence-end candidates of one text are accepted: not inside brackets or a
+    protected span, not after an abbreviation or an initial.
+
+    The bracket depth at a point is the openers less the closers before it (a stray closer,
+    "1) first", cancels an unclosed opener: both are typos), counted in C from the last point
+    asked for, so a pass over a paragraph's candidates counts each character about once.
+    """
+
+    __slots__ = ("_at", "_brackets", "_guard_reach", "_guard_starts", "pattern", "text")
+
+    def __init__(self, text: str, protected: Sequence[tuple[int, int] | None]) -> None:
+        self.text = text
+        # a regular expression that starts with a literal scans several times faster than one
+        # that starts with a class; most paragraphs hold no "?" or "!"
+        self.pattern = _BOUNDARY if "?" in text or "!" in text else _PERIOD_BOUNDARY
+        guarded = sorted(s for s in protected if s is not None and s[1] > s[0])
+        self._guard_starts = [a for a, _ in guarded]
+        reach, self._guard_reach = -1, []
+        for _, b in guarded:
+            reach = max(reach, b)
+            self._guard_reach.append(reach)
+        self._brackets = "(" in text or "[" in text
+        self._at = (0, 0)  # (offset, depth there)
+
+    def _depth(self, pos: int) -> int:
+        text, (at, depth) = self.text, self._at
+        lo, hi, sign = (at, pos, 1) if pos >= at else (pos, at, -1)
+        depth += sign * (
+            text.count("(", lo, hi)
+            + text.count("[", lo, hi)
+            - text.count(")", lo, hi)
+            - text.count("]", lo, hi)
+        )
+        self._at = (pos, depth)
+        return depth
+
+    def accepted(self, m: re.Match[str]) -> bool:
+        pos = m.start()
+        i = bisect_right(self._guard_starts, pos) - 1
+        if i >= 0 and pos < self._guard_reach[i]:
+            return False
+        if not _is_boundary(self.text, pos, m.end()):
+            return False
+        return not self._brackets or self._depth(pos) <= 0
+
+
 def sentence_spans(
     text: str, protected: Sequence[tuple[int, int] | None] = ()
 ) -> list[tuple[int, int]]:
-    """Split into sentences; never inside brackets, an abbreviation or a protected span.
-
-    One pass over the candidate boundaries, merged with the protected spans (sorted once), so
-    the cost is linear in the text and the number of spans.
-    """
+    """Split into sentences; never inside brackets, an abbreviation or a protected span."""
+    bounds = _Boundaries(text, protected)
     spans: list[tuple[int, int]] = []
-    guarded = sorted(s for s in protected if s is not None and s[1] > s[0])
-    next_guard, reach = 0, -1
-    start = depth = scanned = 0
-    for m in _BOUNDARY.finditer(text):
-        pos = m.start()
-        # bracket depth between the last scan point and this candidate (counted in C)
-        segment = text[scanned:pos]
-        depth = max(
-            0,
-            depth
-            + segment.count("(")
-            + segment.count("[")
-            - segment.count(")")
-            - segment.count("]"),
-        )
-        scanned = pos
-        if depth:
-            continue
-        while next_guard < len(guarded) and guarded[next_guard][0] <= pos:
-            reach = max(reach, guarded[next_guard][1])
-            next_guard += 1
-        if pos < reach:
-            continue
-        if not _is_boundary(text, pos, m.end()):
-            continue
-        spans.append((start, m.end()))
-        start = m.end()
+    start = 0
+    for m in bounds.pattern.finditer(text):
+        if bounds.accepted(m):
+            spans.append((start, m.end()))
+            start = m.end()
     if start < len(text):
         spans.append((start, len(text)))
     return spans
 
 
 class Sentences:
-    """The sentences of one text, each cut out once however many references share it."""
+    """The sentences of one text that hold given offsets, each cut out once.
 
-    __slots__ = ("_cache", "_spans", "_starts", "_text")
+    Only the candidates around the offsets asked for are checked, nearest first, so a
+    paragraph costs what its referencing sentences do. Offsets must come in increasing order
+    (a reference's, in document order): the search back from one never passes the end of the
+    sentence found for the one before, which keeps the whole linear in the text.
+    """
+
+    __slots__ = ("_bounds", "_floor", "_last", "_text")
 
     def __init__(self, text: str, protected: Sequence[tuple[int, int] | None] = ()) -> None:
         self._text = text
-        self._spans = sentence_spans(text, protected)
-        self._starts = [a for a, _ in self._spans]
-        self._cache: dict[int, str] = {}
+        self._bounds = _Boundaries(text, protected)
+        self._floor = 0  # no sentence asked for later starts before this
+        self._last: tuple[int, int, str] | None = None
+
+    def _start_before(self, offset: int) -> int:
+        """The end of the last accepted boundary at or before ``offset`` (or the floor)."""
+        pattern, accepted, text = self._bounds.pattern, self._bounds.accepted, self._text
+        window = 256
+        while True:
+            lo = max(self._floor, offset - window)
+            found = [m for m in pattern.finditer(text, lo, offset + 2) if m.end() <= offset]
+            for m in reversed(found):
+                if accepted(m):
+                    return m.end()
+            if lo == self._floor:
+                return lo
+            window *= 4
+
+    def _end_after(self, offset: int) -> int:
+        pattern, accepted = self._bounds.pattern, self._bounds.accepted
+        for m in pattern.finditer(self._text, max(self._floor, offset - 4)):
+            if m.end() > offset and accepted(m):
+                return m.end()
+        return len(self._text)
 
     def at(self, offset: int) -> str:
-        """The sentence holding ``offset`` (binary search)."""
-        if not self._spans:
-            return self._text.strip()
-        i = max(0, bisect_right(self._starts, offset) - 1)
-        sentence = self._cache.get(i)
-        if sentence is None:
-            a, b = self._spans[i]
-            sentence = self._cache[i] = self._text[a:b].strip()
+        """The sentence holding ``offset``."""
+        last = self._last
+        if last is not None and last[0] <= offset < last[1]:
+            return last[2]
+        if last is not None and offset >= last[1]:
+            self._floor = last[1]
+        start = self._start_before(offset)
+        end = self._end_after(offset)
+        sentence = self._text[start:end].strip()
+        self._last = (start, end, sentence)
         return sentence
 
 
@@ -517,6 +603,12 @@ def _reference_items(text: str) -> list[tuple[str | None, list[str]]]:
 
 
 def panel_letters(ref_text: str, figure_number: str | None = None) -> list[str]:
+    """Panel letters a figure reference names (see :func:`_panel_letters`)."""
+    return list(_panel_letters(ref_text, figure_number))
+
+
+@lru_cache(maxsize=4096)
+def _panel_letters(ref_text: str, figure_number: str | None) -> tuple[str, ...]:
     """Panel letters a figure reference names: "Fig. 1B" → [B]; "Figs. 1C–E" → [C, D, E];
     "Figure 6A-6D" → [A, B, C, D]; "Figure 2—figure supplement 3A" → [A].
 
@@ -528,18 +620,20 @@ def panel_letters(ref_text: str, figure_number: str | None = None) -> list[str]:
         # the figure's own label carries a letter (fig-group children: "Figure 1b"), so only
         # letters after that whole label name panels: "Fig. 1bC" → [C]
         m = re.search(r"(?<![0-9])" + re.escape(figure_number), text, re.I)
-        return _reference_items(text[m.end() :])[0][1] if m else []
+        return tuple(_reference_items(text[m.end() :])[0][1]) if m else ()
     items = _reference_items(text)
     numbered = items[1:]
     if not numbered:
-        return items[0][1] if len(text.strip()) <= 8 else []
+        return tuple(items[0][1]) if len(text.strip()) <= 8 else ()
     if figure_number is not None and len(numbered) > 1:
         wanted = figure_number.lower()
         numbered = [it for it in numbered if it[0].lower() == wanted] or numbered[:1]
-    letters: list[str] = []
+    if len(numbered) == 1:
+        return tuple(numbered[0][1])
+    letters: dict[str, None] = {}
     for _, found in numbered:
-        letters.extend(x for x in found if x not in letters)
-    return letters
+        letters.update(dict.fromkeys(found))
+    return tuple(letters)
 
 
 def figure_number(label: str | None) -> str | None:
