@@ -63,6 +63,15 @@ _SPACED_TAGS = BLOCK_TAGS | {"break"}
 _SPECIAL_TAGS = frozenset({"alternatives", "tex-math"})
 # tags in whose presence lxml's text serialiser no longer gives the reader's text
 _STRUCTURE = tuple(_SPACED_TAGS | FLOAT_TAGS | _SPECIAL_TAGS)
+# blocks whose children are blocks (a caption's title and paragraphs): always walked. Their
+# children, and the paragraph-like blocks, are walked only when they hold one of the rarer
+# structures below (a float, a formula's alternatives, a list or quote inside a paragraph).
+_CONTAINERS = BLOCK_TAGS - {"p", "title", "label", "term", "def", "attrib"}
+_NESTED = tuple(
+    FLOAT_TAGS
+    | _SPECIAL_TAGS
+    | {"break", "list", "disp-quote", "disp-formula", "def-item", "table"}
+)
 _MATHML_NS = "{http://www.w3.org/1998/Math/MathML}"
 _GRAPHIC_TAGS = frozenset({"graphic", "inline-graphic", "media"})
 
@@ -174,12 +183,13 @@ def _chosen_alternative(el: etree._Element) -> etree._Element | None:
 
 
 def structure_index(root: etree._Element) -> set[etree._Element]:
-    """The elements of ``root``'s tree that have a block, float, ``<alternatives>`` or
-    ``<tex-math>`` below them: only these are walked in Python, every other subtree goes to
-    lxml's C serialiser whole. One pass over the tree; each element is added once."""
+    """The elements of ``root``'s tree that have a float, ``<alternatives>``, ``<tex-math>``
+    or a block nested in a paragraph below them: only these (and the containers, see
+    ``_CONTAINERS``) are walked in Python, every other subtree goes to lxml's C serialiser
+    whole. One pass over the rarer structures of the tree; each element is added once."""
     needs: set[etree._Element] = set()
     add = needs.add
-    for el in root.iter(*_STRUCTURE):
+    for el in root.iter(*_NESTED):
         node = el.getparent()
         while node is not None and node not in needs:
             add(node)
@@ -200,7 +210,7 @@ class _Renderer:
     def content(self, el: etree._Element) -> None:
         """The element's own text and its children's (not its tail)."""
         parts = self.parts
-        if el not in self.needs:
+        if el not in self.needs and _local(el.tag) not in _CONTAINERS:
             if len(el):
                 parts.append(etree.tostring(el, method="text", encoding="unicode", with_tail=False))
             elif el.text:
@@ -253,7 +263,7 @@ def raw_text(
             while node is not None and node not in needs:
                 needs.add(node)
                 node = node.getparent()
-    if el not in needs:
+    if el not in needs and _local(el.tag) not in _CONTAINERS:
         if not len(el):
             return el.text or ""
         return etree.tostring(el, method="text", encoding="unicode", with_tail=False)
