@@ -1,4 +1,9 @@
-"""Modality-classifier throughput: images/s of the inference stage per backbone, same images.
+"""Modality classifier: the relevance decision on the held-out family, then throughput.
+
+First the shipped checkpoint's decision on the held-out modality family (``pmcvl
+bench-relevance``: panels and captions no training run sees): accuracy, abstention and the
+keep/drop confusion, image alone and with the caption. Then images/s of the inference stage per
+backbone, same images.
 
 Builds each backbone untrained (speed does not depend on the weights), wraps it in the real
 stage (decode, letterbox, normalise, forward, rules, decision) and times it on the real
@@ -27,7 +32,12 @@ def main() -> None:
     parser.add_argument("--imgsz", type=int, default=224)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--backbones", nargs="+", default=["resnet101", "resnet50", "resnet18"])
+    parser.add_argument("--heldout-n", type=int, default=20, help="held-out panels per class")
     args = parser.parse_args()
+    from ray_jobs.figures.modality_heldout import format_report, relevance_report
+
+    print(format_report(relevance_report(ClassifierSettings(), per_class=args.heldout_n)))
+    print()
     figures = [p.read_bytes() for p in sorted(MEDICAT.glob("*.png"))]
     images = [figures[i % len(figures)] for i in range(args.images)]
     batch = {"key": [str(i) for i in range(len(images))], "image": images}

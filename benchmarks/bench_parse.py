@@ -1,6 +1,8 @@
 """JATS parsing throughput: pmcvl against pubmed_parser and a bare lxml parse, same input.
 
-Two corpora: the real articles of ../shared/data/jats replicated, and a generated corpus.
+Three corpora: the 8 real PMC articles of ../shared/data/jats replicated; the 22 real articles
+of ../shared/data/jats* (those 8 plus the 14 of jats_more: eLife and several other publishers,
+NLM 2.3 to JATS 1.2) replicated, as their own corpus; and a generated corpus.
 Every tool reads each file from disk and extracts the fields it can of what pmcvl extracts:
 pubmed_parser runs ``parse_pubmed_xml`` (metadata, abstract), ``parse_pubmed_caption``
 (figures) and ``parse_pubmed_paragraph`` (paragraphs with their reference ids, its nearest
@@ -24,25 +26,50 @@ from ray_jobs.pmc.jats import parse_article
 from ray_jobs.pmc.sample_corpus import generate_article
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_JATS = REPO.parent / "shared" / "data" / "jats"
+SHARED_DATA = REPO.parent / "shared" / "data"
+DEFAULT_JATS = SHARED_DATA / "jats"
 
 
-def build_corpora(work: Path, jats_dir: Path, replicas: int, generated: int) -> dict[str, list]:
-    real_dir, gen_dir = work / "real", work / "generated"
-    real_dir.mkdir()
-    gen_dir.mkdir()
-    real = []
-    for path in sorted(jats_dir.glob("*.nxml")):
-        for i in range(replicas):
-            copy = real_dir / f"{i:04d}-{path.name}"
+def real_articles(data_dir: Path) -> list[Path]:
+    """Every real article in ``data_dir/jats*/`` (``.nxml`` and ``.xml``), sorted."""
+    return sorted(
+        path
+        for folder in sorted(data_dir.glob("jats*"))
+        for path in folder.iterdir()
+        if path.suffix in (".nxml", ".xml")
+    )
+
+
+def replicate(sources: list[Path], folder: Path, replicas: int) -> list[Path]:
+    folder.mkdir()
+    copies = []
+    for i in range(replicas):  # interleaved, so no one article's pages stay hot in a row
+        for n, path in enumerate(sources):
+            copy = folder / f"{i:04d}-{n:02d}-{path.name}"
             shutil.copyfile(path, copy)
-            real.append(copy)
+            copies.append(copy)
+    return copies
+
+
+def build_corpora(
+    work: Path, jats_dir: Path, data_dir: Path, replicas: int, generated: int
+) -> dict[str, list]:
+    corpora: dict[str, list] = {}
+    eight = sorted(jats_dir.glob("*.nxml"))
+    corpora[f"real ({len(eight)} articles ×{replicas})"] = replicate(eight, work / "real", replicas)
+    every = real_articles(data_dir)
+    if every:
+        more = max(1, replicas * len(eight) // len(every))
+        corpora[f"real jats* ({len(every)} ×{more})"] = replicate(every, work / "jats_all", more)
+    gen_dir = work / "generated"
+    gen_dir.mkdir()
     gen = []
     for i in range(generated):
         path = gen_dir / f"PMC{i}.nxml"
         path.write_bytes(generate_article(0, i, image_width=32).xml)
         gen.append(path)
-    return {"real (8 articles replicated)": real, "generated": gen}
+    corpora["generated"] = gen
+    return corpora
 
 
 def run_pmcvl(path: Path) -> int:
@@ -80,6 +107,9 @@ def timed(fn: Callable[[Path], int], paths: list[Path], repeats: int) -> tuple[f
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jats-dir", type=Path, default=DEFAULT_JATS)
+    parser.add_argument(
+        "--data-dir", type=Path, default=SHARED_DATA, help="its jats*/ folders: the 22 corpus"
+    )
     parser.add_argument("--replicas", type=int, default=50)
     parser.add_argument("--generated", type=int, default=3000)
     parser.add_argument("--repeats", type=int, default=3)
@@ -91,9 +121,11 @@ def main() -> None:
 
     tools = {"pmcvl": run_pmcvl, "pubmed_parser": run_pubmed_parser, "lxml fromstring": run_bare}
     with tempfile.TemporaryDirectory(prefix="pmcvl-bench-") as tmp:
-        corpora = build_corpora(Path(tmp), args.jats_dir, args.replicas, args.generated)
+        corpora = build_corpora(
+            Path(tmp), args.jats_dir, args.data_dir, args.replicas, args.generated
+        )
         header = (
-            f"{'corpus':<28} {'tool':<16} {'articles':>8} {'errors':>6} {'figures':>8} "
+            f"{'corpus':<30} {'tool':<16} {'articles':>8} {'errors':>6} {'figures':>8} "
             f"{'seconds':>8} {'articles/s':>11} {'pmcvl speed ×':>14}"
         )
         print(header)
@@ -104,9 +136,14 @@ def main() -> None:
             for name, (seconds, figures, errors) in results.items():
                 shown = figures if name != "lxml fromstring" else "-"
                 print(
-                    f"{corpus:<28} {name:<16} {len(paths):>8} {errors:>6} {shown!s:>8} "
+                    f"{corpus:<30} {name:<16} {len(paths):>8} {errors:>6} {shown!s:>8} "
                     f"{seconds:>8.2f} {len(paths) / seconds:>11.0f} {seconds / ours:>14.2f}"
                 )
+            print(
+                f"  → pmcvl is {results['pubmed_parser'][0] / ours:.2f}× pubmed_parser's speed"
+                f" and takes {ours / results['lxml fromstring'][0]:.2f}× the bare parse time"
+                f" ({1000 * ours / len(paths):.2f} ms per article)"
+            )
             print()
         print(
             "pmcvl speed ×: the tool's time over pmcvl's (above 1: pmcvl is faster; below 1:"

@@ -362,7 +362,15 @@ def classifier_data(out: str, per_class: int, seed: int, size: int) -> None:
 @click.option("--epochs", type=click.IntRange(1), default=5, show_default=True)
 @click.option("--imgsz", type=click.IntRange(32), default=None)
 @click.option("--batch", type=click.IntRange(1), default=16, show_default=True)
+@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=1e-3, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--pretrained",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="Local ImageNet state dict to start from [classifier.pretrained].",
+)
+@click.option("--augment/--no-augment", default=True, show_default=True)
 @_CONFIG
 def train_classifier_cmd(
     data: str,
@@ -371,30 +379,42 @@ def train_classifier_cmd(
     epochs: int,
     imgsz: int | None,
     batch: int,
+    lr: float,
     seed: int,
+    pretrained: str | None,
+    augment: bool,
     config_path: str | None,
 ) -> None:
-    """Fine-tune (or train from scratch) the modality classifier on an ImageFolder tree."""
+    """Train the modality classifier on an ImageFolder tree (train/<class>/, val/<class>/,
+    class folders named as the taxonomy's L2 classes): fit, calibrate on val/, evaluate, and
+    write the checkpoint, its report and MODEL_CARD.md into --out."""
     from ray_jobs.figures.classifier import train_classifier
 
     setup_logging()
     settings = load_settings(config_path).classifier
-    result = train_classifier(
-        Path(data),
-        Path(out),
-        backbone=backbone or settings.backbone,
-        epochs=epochs,
-        imgsz=imgsz or settings.imgsz,
-        batch=batch,
-        seed=seed,
-        pretrained=settings.pretrained,
-    )
+    try:
+        result = train_classifier(
+            Path(data),
+            Path(out),
+            backbone=backbone or settings.backbone,
+            epochs=epochs,
+            imgsz=imgsz or settings.imgsz,
+            batch=batch,
+            lr=lr,
+            seed=seed,
+            pretrained=pretrained or settings.pretrained,
+            augmentation=augment,
+        )
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
     click.echo(
         json.dumps(
             {
                 "weights": result.weights,
+                "card": result.card,
                 "seconds": result.seconds,
                 "val_accuracy": result.val_accuracy,
+                "temperature": result.calibration.get("temperature"),
             },
             indent=2,
         )
@@ -405,23 +425,63 @@ def train_classifier_cmd(
 @click.option("--data", type=click.Path(exists=True, file_okay=False), required=True)
 @click.option("--weights", type=click.Path(exists=True, dir_okay=False), default=None)
 @click.option("--split", default="val", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @_CONFIG
-def eval_classifier(data: str, weights: str | None, split: str, config_path: str | None) -> None:
-    """Per-class precision and recall and the confusion matrix on a held-out split."""
+def eval_classifier(
+    data: str, weights: str | None, split: str, as_json: bool, config_path: str | None
+) -> None:
+    """Per-class precision and recall, the confusion matrix, the abstention rate and the
+    image-only keep/drop confusion on a labelled folder (<split>/<class>/; the classes may be
+    a subset of the model's)."""
     from ray_jobs.figures.classifier import evaluate_classifier
 
-    report = evaluate_classifier(
-        Path(weights or load_settings(config_path).classifier.weights), Path(data), split
-    )
+    settings = load_settings(config_path).classifier
+    try:
+        report = evaluate_classifier(Path(weights or settings.weights), Path(data), split, settings)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return
     classes = report["classes"]
-    click.echo(f"accuracy {report['accuracy']:.4f}")
+    click.echo(f"accuracy {report['accuracy']:.4f} on {report['n']} images")
+    click.echo(
+        f"abstention {report['abstention_rate']:.4f}; accuracy when answering "
+        f"{report['accuracy_when_answering']:.4f}"
+    )
+    kd = report["keep_drop"]
+    click.echo(
+        f"image-only keep/drop: clinical dropped {kd['clinical_dropped']}/{kd['clinical']}"
+        f" ({kd['clinical_dropped_rate']:.1%}), non-clinical kept "
+        f"{kd['nonclinical_kept']}/{kd['nonclinical']} ({kd['nonclinical_kept_rate']:.1%})"
+    )
     click.echo(f"{'class':<22} {'precision':>9} {'recall':>7} {'support':>7}")
     for name in classes:
         row = report["per_class"][name]
         click.echo(f"{name:<22} {row['precision']:>9.3f} {row['recall']:>7.3f} {row['support']:>7}")
-    click.echo("confusion (rows true, columns predicted, in the order above):")
+    click.echo("confusion (rows true, columns predicted, in the order above, then (other)):")
     for name, row in zip(classes, report["confusion"], strict=True):
         click.echo(f"{name:<22} " + " ".join(f"{v:>4}" for v in row))
+
+
+@main.command("bench-relevance")
+@click.option("--weights", type=click.Path(exists=True, dir_okay=False), default=None)
+@click.option("--n", "per_class", type=click.IntRange(1), default=20, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@_CONFIG
+def bench_relevance(
+    weights: str | None, per_class: int, seed: int, as_json: bool, config_path: str | None
+) -> None:
+    """The relevance decision on the held-out modality family (panels and captions no training
+    run sees): accuracy, abstention and keep/drop, image alone and with the caption."""
+    from ray_jobs.figures.modality_heldout import format_report, relevance_report
+
+    settings = load_settings(config_path).classifier
+    if weights:
+        settings = settings.model_copy(update={"weights": weights})
+    report = relevance_report(settings, per_class=per_class, seed=seed)
+    click.echo(json.dumps(report, indent=2) if as_json else format_report(report))
 
 
 @main.command("split-caption")

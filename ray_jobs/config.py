@@ -112,16 +112,28 @@ class DetectorSettings(_Section):
 
 
 class ClassifierSettings(_Section):
-    """The modality classifier and the keep decision. Weights from a path, never a hub."""
+    """The modality classifier and the keep decision. Weights from a path, never a hub.
 
-    weights: str = "models/modality-classifier/resnet18-modality.pt"
+    The image model abstains (``unknown``) when its calibrated top probability is below
+    ``min_confidence`` or its out-of-distribution score (``ood_score``, thresholded by the
+    checkpoint's calibration) says the image is unlike its training data. A clinical modality
+    named in the subcaption or caption keeps the panel whatever the image model says; a panel
+    is dropped as non-clinical on the image alone only when its calibrated non-clinical
+    probability reaches ``drop_confidence`` (unset: the checkpoint's, chosen so that at most 1%
+    of the clinical panels of a family the model never trained on are dropped; 0.9 without).
+    """
+
+    weights: str = "models/modality-classifier/shufflenet-modality.pt"
     backbone: str = "resnet101"  # for training; a checkpoint names its own
     pretrained: str | None = None  # local ImageNet weights to start training from
     imgsz: int = Field(default=224, ge=32)
     batch_size: int = Field(default=32, ge=1)
-    min_confidence: float = Field(default=0.5, ge=0, le=1)
-    rules_weight: float = Field(default=0.3, ge=0, le=1)  # share of the metadata prior
+    min_confidence: float = Field(default=0.5, ge=0, le=1)  # calibrated top probability
+    rules_weight: float = Field(default=0.3, ge=0, le=1)  # the prior's share in modality_probs
     min_side_px: int = Field(default=32, ge=1)
+    ood_score: Literal["energy", "msp", "none"] = "energy"
+    drop_confidence: float | None = Field(default=None, ge=0, le=1.01)  # > 1: never on the image
+    keep_unknown: bool = True  # no text evidence and an abstaining image: keep, as unknown
 
 
 class CaptionSettings(_Section):

@@ -89,3 +89,14 @@ def test_gold_prostate_captions_are_mostly_histology(jats_dir: Path) -> None:
     gold = json.loads((jats_dir.parent / "subcaptions" / "prostate_gold.json").read_text())
     best = [metadata_prior(shared_caption=r["caption"]).best for r in gold.values()]
     assert best.count("histopathology") / len(best) > 0.6
+
+
+def test_weak_keywords_are_marked() -> None:
+    prior = metadata_prior("Biopsy stained with H&E; values plotted at T2.")
+    found = {(e.phrase, e.l2, e.strong) for e in prior.evidence}
+    assert ("h&e", "histopathology", True) in found
+    assert ("biopsy", "histopathology", False) in found and ("t2", "mri", False) in found
+    assert [str(e) for e in prior.evidence if e.phrase == "t2"] == ["subcaption:t2->mri(weak)"]
+    tax = load_taxonomy()
+    for cls in tax.classes.values():  # a phrase is strong or weak, never both
+        assert not set(cls.keywords) & set(cls.weak_keywords), cls.name

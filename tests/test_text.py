@@ -58,7 +58,9 @@ def test_element_text_blocks_inline_and_floats() -> None:
         ("We used magnetic resonance imaging (MRI) here.", {"MRI": "magnetic resonance imaging"}),
         ("the Hormone-Sensitive Lipase (HSL) family", {"HSL": "Hormone-Sensitive Lipase"}),
         ("lysogeny broth [55] (LB) was", {"LB": "lysogeny broth"}),
-        ("levels (hazard ratio (HR) 1.2)", {}),
+        # a definition inside parentheses is still one; the long form never crosses the "("
+        ("levels (hazard ratio (HR) 1.2)", {"HR": "hazard ratio"}),
+        ("levels (see the hazard ratio) (HR) rose", {}),
         ("an oxadiazol-2(3H)-one ring", {}),
         ("cells (see above) grew", {}),
         ("IL-6 (interleukin 6) rose", {}),  # the reversed form is deliberately not read

@@ -4,6 +4,8 @@ Rules turn a panel's words into a prior over the fine (L2) classes, with the evi
 produced it: which phrase matched, and where (the panel's own subcaption counts most, the
 caption's shared text less, the article's keywords least). Text is tokenised first, so "CT,"
 "(MRI)" and "T2-weighted" match; a negated mention ("no CT was performed") does not count.
+A class's ``weak_keywords`` ("plot", "t1", "mice") name it as evidence but are too common in
+other contexts to decide a panel on their own (see ``Evidence.strong``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class ModalityClass:
     l1: str
     keep: bool
     keywords: tuple[tuple[str, ...], ...]
+    weak_keywords: tuple[tuple[str, ...], ...] = ()
 
     @property
     def l0(self) -> str:
@@ -63,6 +66,7 @@ def load_taxonomy(path: str | None = None) -> Taxonomy:
             body["l1"],
             bool(body["keep"]),
             tuple(tuple(tokens(k)) for k in body.get("keywords", [])),
+            tuple(tuple(tokens(k)) for k in body.get("weak_keywords", [])),
         )
         for name, body in spec["classes"].items()
     }
@@ -74,6 +78,10 @@ class Evidence:
     l2: str
     phrase: str
     source: str  # subcaption | caption | keywords
+    strong: bool = True  # False: a weak keyword, which names the class but decides nothing
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.phrase}->{self.l2}" + ("" if self.strong else "(weak)")
 
 
 @dataclass
@@ -86,14 +94,16 @@ class RulePrior:
         return max(self.scores, key=self.scores.__getitem__) if self.scores else None
 
 
-def _matches(words: list[str], taxonomy: Taxonomy) -> Iterable[tuple[str, str]]:
-    """(class, phrase) for every keyword occurrence, longest phrase first, never negated."""
+def _matches(words: list[str], taxonomy: Taxonomy) -> Iterable[tuple[str, str, bool]]:
+    """(class, phrase, strong) for every keyword occurrence, longest phrase first, never
+    negated."""
     phrases = sorted(
-        ((kw, name) for name, cls in taxonomy.classes.items() for kw in cls.keywords),
+        [(kw, name, True) for name, cls in taxonomy.classes.items() for kw in cls.keywords]
+        + [(kw, name, False) for name, cls in taxonomy.classes.items() for kw in cls.weak_keywords],
         key=lambda item: -len(item[0]),
     )
     taken = [False] * len(words)
-    for kw, name in phrases:
+    for kw, name, strong in phrases:
         n = len(kw)
         for i in range(len(words) - n + 1):
             if words[i : i + n] == list(kw) and not any(taken[i : i + n]):
@@ -101,7 +111,7 @@ def _matches(words: list[str], taxonomy: Taxonomy) -> Iterable[tuple[str, str]]:
                     continue
                 for k in range(i, i + n):
                     taken[k] = True
-                yield name, " ".join(kw)
+                yield name, " ".join(kw), strong
 
 
 def metadata_prior(
@@ -123,9 +133,9 @@ def metadata_prior(
         ("caption", shared_caption),
         ("keywords", " ; ".join(keywords)),
     ):
-        for name, phrase in _matches(tokens(text), taxonomy):
+        for name, phrase, strong in _matches(tokens(text), taxonomy):
             raw[name] = raw.get(name, 0.0) + WEIGHTS[source]
-            prior.evidence.append(Evidence(name, phrase, source))
+            prior.evidence.append(Evidence(name, phrase, source, strong))
     total = sum(raw.values())
     prior.scores = {k: round(v / total, 4) for k, v in raw.items()} if total else {}
     return prior

@@ -1,4 +1,10 @@
-"""Panel rows through the modality classifier: kept, dropped with the reason, or failed."""
+"""Panel rows through the modality classifier: kept, dropped with the reason, or failed.
+
+Each decided panel's record also carries ``modality_evidence`` (the deciding source first,
+``decided_by:<image|text|image+text|keywords|size|none>``, then the image model's verdict and
+every text match) and ``modality_decided_by``. An abstaining image model with no text gives
+``modality`` ``unknown``, kept by default (``classifier.keep_unknown``).
+"""
 
 from __future__ import annotations
 
@@ -32,6 +38,8 @@ def relevance_rows(panels: list[Row], classifier: ModalityClassifier) -> list[li
         rec["modality"] = result["modality_l2"][i]
         rec["modality_l1"] = result["modality_l1"][i]
         rec["modality_score"] = result["modality_score"][i]
+        rec["modality_evidence"] = result["modality_evidence"][i]
+        rec["modality_decided_by"] = result["modality_decided_by"][i]
         if not result["keep"][i]:
             rec["drop_reason"] = result["drop_reason"][i]
             panel = {**panel, "status": DROPPED, "image": None}

@@ -5,6 +5,12 @@ shortest run of preceding words whose characters contain the short form's charac
 the first one starting a word. A long form whose words' initials spell the short form is
 preferred. The reversed form "SF (long form)" is not read: it is rare in biomedical prose, and
 most parentheses after a capitalised word are not definitions.
+
+What parentheses hold besides definitions is refused: citations ("(Holm, 1979)"), vendors and
+their addresses ("(Promega)", "(Teca, Chicago, IL)"), places, genus names ("(Plasmodium)"),
+units ("(mM)"), and ids whose digits the long form does not carry: catalogue numbers
+("(T1892)"), sample ids ("(S24)"), mutants ("(L451G)"), panels ("(1A)"). A short form that is
+a capitalised word is a name unless its long form is one or two words ("Sonic Hedgehog (Shh)").
 """
 
 from __future__ import annotations
@@ -18,6 +24,21 @@ _DEFINED = re.compile(r"\(([^\W_][\w\-/+.&]{1,9})(?:[;,][^()]{0,110})?\)")
 _SHORT_CHARS = re.compile(r"^[\w\-/+.&]+$")
 _CITATION_TAIL = re.compile(r"\s*\[[\d,\s–\-]+\]\s*$")
 _BRACKETS = frozenset("()[]{}")
+# the JATS parser ends each block with this: a long form never spans two blocks
+BLOCK_END = "\u2029"
+_CUTS = ("(", ")", "[", "]", "{", "}", ". ", "; ", ": ", BLOCK_END)
+# what follows the short form inside the parentheses: a year or "et al." makes it a citation
+_CITATION_REST = re.compile(r"\b(?:1[6-9]|20)\d\d[a-z]?\b|\bet al\b|\bin press\b", re.I)
+# ", Madison, WI" / ", St. Louis, MO, USA": two or more capitalised parts, an address
+_ADDRESS_REST = re.compile(r"^[,;]\s*[A-Z][^,;]*(?:,\s*[A-Z][^,;]*)+$")
+_DIGITS = re.compile(r"\d+")
+_WORDS = re.compile(r"[^\W_]+")
+# units with a capital, which parentheses after a table header or a quantity hold
+_UNITS = frozenset(
+    "mM µM μM nM pM fM kDa Da kD MDa mL µL μL nL dL Hz kHz MHz GHz Gy cGy mGy Sv mSv kV mV µV "
+    "mA µA nA pA mW kW MW kJ kPa MPa Pa mmHg IU mIU mU kU kb Kb Mb Gb kbp Bq kBq MBq GBq Ci mCi "
+    "µCi dB mT µT ppm ppb".split()
+)
 
 
 def is_short_form(candidate: str) -> bool:
@@ -55,8 +76,8 @@ def best_long_form(short: str, candidate: str) -> str | None:
 def _candidate_words(text_before: str, short: str) -> str:
     """The words a long form may span: at most min(|SF|+5, 2|SF|), never across a bracket, a
     sentence end or a clause break, and never a trailing citation ("broth [55] (LB)")."""
-    text = _CITATION_TAIL.sub("", text_before)
-    cut = max(text.rfind(c) for c in ("(", ")", "[", "]", "{", "}", ". ", "; ", ": "))
+    text = _CITATION_TAIL.sub("", text_before) if "]" in text_before[-8:] else text_before
+    cut = max(text.rfind(c) for c in _CUTS)
     words = text[cut + 1 :].split()
     return " ".join(words[-min(len(short) + 5, len(short) * 2) :]).rstrip(",;:")
 
@@ -84,9 +105,48 @@ def _plausible(short: str, long_form: str) -> bool:
     return (tokens >= capitals - 1 or long_word) and not _BRACKETS.intersection(long_form)
 
 
+def _name_like(short: str) -> bool:
+    """A capitalised word ("Promega", "Holm", "Shh"): a name, unless shown otherwise."""
+    return short.isalpha() and short[0].isupper() and short[1:].islower()
+
+
+def _acceptable(short: str, long_form: str) -> bool:
+    """What Schwartz–Hearst lets through but a definition never is."""
+    if short.lower() in _WORDS.findall(long_form.lower()):
+        return False  # "Wright–Fisher process (Wright)", "Alexa405-ICAM1 alone (ICAM1)"
+    if short in long_form and sum(1 for c in short if c.isupper()) >= 2:
+        return False  # "PLCγ1-YFP (PLC)"; a prefix may abbreviate one word: "Elabela (Ela)"
+    digits = _DIGITS.findall(short)
+    if digits:
+        letters = sum(1 for c in short if c.isalpha())
+        # "HIV-1", "COX-2", "CCL18": a short number after a name of letters may be a type
+        tail = _DIGITS.search(short + "\x00", len(short.rstrip("0123456789")))
+        relaxed = letters >= 2 and tail is not None and len(tail.group()) <= 2
+        needed = digits[:-1] if relaxed and short[-1].isdigit() else digits
+        if any(d not in long_form for d in needed):
+            return False  # "(T1892)", "(S24)", "(L451G)", "(1A)", "factor (F2)"
+    if _name_like(short):
+        return len(short) <= 4 and len(long_form.split()) <= 2
+    return True
+
+
 def long_form_for(short: str, candidate: str) -> str | None:
     found = _initials_long_form(short, candidate) or best_long_form(short, candidate)
-    return " ".join(found.split()) if found and _plausible(short, found) else None
+    if not found:
+        return None
+    found = " ".join(found.split())
+    return found if _plausible(short, found) and _acceptable(short, found) else None
+
+
+def _not_a_definition(short: str, rest: str) -> bool:
+    """Parentheses that hold a unit, or a name followed by a year or an address: a citation
+    ("(Holm, 1979)"), a vendor ("(Teca, Chicago, IL)"). After an acronym the same tail is
+    only the vendor of what it defines: "dithiothreitol (DTT; Invitrogen, Carlsbad, CA)"."""
+    if short in _UNITS:
+        return True
+    if not rest or not _name_like(short):
+        return False
+    return bool(_CITATION_REST.search(rest) or _ADDRESS_REST.match(rest))
 
 
 def find_definitions(text: str) -> dict[str, str]:
@@ -106,13 +166,15 @@ def find_definitions(text: str) -> dict[str, str]:
         # _DEFINED already bounds length and characters; an acronym also carries a capital
         if short.lower() == short:
             continue
-        window = text[max(0, start - 200) : start]
+        if (_name_like(short) and len(short) > 4) or _not_a_definition(
+            short, m.group(0)[len(short) + 1 : -1]
+        ):
+            continue  # a name ("(Promega)", "(Plasmodium)") never defines an acronym here
+        before = _candidate_words(text[max(0, start - 200) : start], short)
         # S-H needs the short form's first character to start a word of the long form
-        first = " " + short[0].lower()
-        if first not in " " + window.lower().replace("-", " ").replace("\n", " "):
+        if not before or " " + short[0].lower() not in " " + before.lower().replace("-", " "):
             continue
-        before = _candidate_words(window, short)
-        long_form = long_form_for(short, before) if before else None
+        long_form = long_form_for(short, before)
         if long_form:
             found[short] = long_form
     return found

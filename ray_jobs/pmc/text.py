@@ -4,13 +4,22 @@ JATS mixes block elements (``p``, ``title``, ``list-item``) with inline markup (
 ``xref``). Text is rebuilt with whitespace collapsed, a space at block boundaries and nothing
 added at inline boundaries, so ``<bold>A</bold>, THL`` reads "A, THL" and two paragraphs never
 glue into one word. Floats inside a paragraph (a ``fig`` placed within a ``p``) are left out of
-that paragraph's text: they have their own.
+that paragraph's text: they have their own. Of an ``<alternatives>`` (an inline formula as
+MathML, TeX and an image) one representation is kept, the MathML's text first, so a formula
+stays in its sentence. No-break, thin, hair and other Unicode spaces read as a space, and
+invisible characters (zero-width space, MathML's invisible operators, soft hyphens) are dropped.
+
+Everything here is linear in the size of its input: the C serialiser renders each subtree that
+holds no structure, each element is visited at most once, and sentence boundaries and reference
+spans are merged in one pass.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from bisect import bisect_right
+from collections.abc import Collection, Sequence
+from functools import lru_cache
 
 from lxml import etree
 
@@ -44,254 +53,574 @@ FLOAT_TAGS = frozenset(
         "boxed-text",
         "graphic",
         "media",
-        "alternatives",
         "object-id",
         "inline-graphic",
     }
 )
-_WS = re.compile(r"\s+")  # any run with a newline, tab or double space
+# rendered as a space (an empty element between two words)
+_SPACED_TAGS = BLOCK_TAGS | {"break"}
+# <alternatives> keeps one child; <tex-math> is cleaned of its LaTeX preamble
+_SPECIAL_TAGS = frozenset({"alternatives", "tex-math"})
+# tags in whose presence lxml's text serialiser no longer gives the reader's text
+_STRUCTURE = tuple(_SPACED_TAGS | FLOAT_TAGS | _SPECIAL_TAGS)
+# blocks whose children are blocks (a caption's title and paragraphs): always walked. Their
+# children, and the paragraph-like blocks, are walked only when they hold one of the rarer
+# structures below (a float, a formula's alternatives, a list or quote inside a paragraph).
+_CONTAINERS = BLOCK_TAGS - {"p", "title", "label", "term", "def", "attrib"}
+_NESTED = tuple(
+    FLOAT_TAGS
+    | _SPECIAL_TAGS
+    | {"break", "list", "disp-quote", "disp-formula", "def-item", "table"}
+)
+_MATHML_NS = "{http://www.w3.org/1998/Math/MathML}"
+_GRAPHIC_TAGS = frozenset({"graphic", "inline-graphic", "media"})
+
+# --- whitespace ------------------------------------------------------------------------------
+
+# Unicode spaces other than U+0020 (no-break, en/em, thin, hair, narrow no-break, ideographic,
+# line and paragraph separators) and invisible characters (zero-width space and joiner-like
+# marks, MathML's function application and invisible times/separator/plus, BOM, soft hyphen).
+_ODD_SPACES = (
+    "\xa0",
+    "\u2009",
+    "\u200a",
+    "\u202f",
+    "\u2002",
+    "\u2003",
+    "\u2004",
+    "\u2005",
+    "\u2006",
+    "\u2007",
+    "\u2008",
+    "\u2000",
+    "\u2001",
+    "\u205f",
+    "\u3000",
+    "\u1680",
+    "\u2028",
+    "\u2029",
+    "\x85",
+)
+_INVISIBLE = ("\u200b", "\u2060", "\u2061", "\u2062", "\u2063", "\u2064", "\ufeff", "\xad")
+_ASCII_SPACES = ("\n", "\t", "\r", "\x0b", "\x0c")
 
 
-class TextBuilder:
-    """Appends text with whitespace collapsed, tracking the offset where the next char lands."""
+def normalise_space(text: str) -> str:
+    """Every run of whitespace (any Unicode space) as one U+0020; invisible characters dropped.
 
-    __slots__ = ("_len", "_parts", "_pending")
-
-    def __init__(self) -> None:
-        self._parts: list[str] = []
-        self._len = 0
-        self._pending = False
-
-    def append(self, text: str | None) -> None:
-        if not text:
-            return
-        if "  " in text or "\n" in text or "\t" in text or "\r" in text:
-            text = _WS.sub(" ", text)
-        if text[0] == " ":
-            self._pending = True
-            text = text[1:]
-            if not text:
-                return
-        if self._pending and self._len:
-            self._parts.append(" ")
-            self._len += 1
-        self._pending = text[-1] == " "
-        if self._pending:
-            text = text[:-1]
-        self._parts.append(text)
-        self._len += len(text)
-
-    def space(self) -> None:
-        self._pending = True
-
-    def mark(self) -> int:
-        """The offset of the next non-space character appended."""
-        return self._len + (1 if self._pending and self._len else 0)
-
-    def __len__(self) -> int:
-        return self._len
-
-    def text(self) -> str:
-        return "".join(self._parts)
+    Leading and trailing spaces are kept (one at most). Built from ``str.replace`` passes, each
+    a C scan, which is several times faster than a regular expression over the same text.
+    """
+    if not text.isascii():
+        for c in _ODD_SPACES:
+            if c in text:
+                text = text.replace(c, " ")
+        for c in _INVISIBLE:
+            if c in text:
+                text = text.replace(c, "")
+    for c in _ASCII_SPACES:
+        if c in text:
+            text = text.replace(c, " ")
+    while "  " in text:
+        text = text.replace("  ", " ")
+    return text
 
 
-def _tag(el: etree._Element) -> str:
-    tag = el.tag
-    if not isinstance(tag, str):  # comments, PIs, entity references
+def clean_text(text: str) -> str:
+    """:func:`normalise_space`, stripped. A short text is split and joined instead (one C call,
+    Unicode spaces included), cheaper there than the scans, which win on long texts."""
+    if len(text) > 300:
+        return normalise_space(text).strip()
+    text = " ".join(text.split())
+    if not text.isascii():
+        for c in _INVISIBLE:
+            if c in text:
+                text = text.replace(c, "")
+        if "  " in text or text[:1] == " " or text[-1:] == " ":  # a space beside an invisible
+            text = " ".join(text.split())
+    return text
+
+
+# --- rendering -------------------------------------------------------------------------------
+
+
+def _local(tag: object) -> str:
+    if type(tag) is not str:  # comments, PIs, entity references
         return ""
-    return tag.rpartition("}")[2] if tag[0] == "{" else tag
+    return tag.rpartition("}")[2] if tag[0] == "{" else tag  # type: ignore[index]
 
 
-XrefHook = Callable[[etree._Element, int, int], None]
+def _tex(el: etree._Element) -> str:
+    """The formula of a ``<tex-math>``: the document body, without ``$``/``\\[`` delimiters."""
+    tex = etree.tostring(el, method="text", encoding="unicode", with_tail=False)
+    begin = tex.find("\\begin{document}")
+    if begin >= 0:
+        end = tex.find("\\end{document}", begin)
+        tex = tex[begin + len("\\begin{document}") : end if end >= 0 else len(tex)]
+    tex = tex.strip()
+    for opener, closer in (("$$", "$$"), ("$", "$"), ("\\[", "\\]"), ("\\(", "\\)")):
+        if tex.startswith(opener) and tex.endswith(closer) and len(tex) >= len(opener) * 2:
+            tex = tex[len(opener) : len(tex) - len(closer)].strip()
+            break
+    return tex
 
 
-_STRUCTURE = tuple(BLOCK_TAGS | FLOAT_TAGS)
-_STRUCTURE_OR_XREF = (*_STRUCTURE, "xref")
-
-
-def _walk(el: etree._Element, out: TextBuilder, on_xref: XrefHook | None) -> None:
-    if not len(el):  # a leaf: its text is all there is
-        out.append(el.text)
-        return
-    # Fast path: a subtree with no block, float (or, when asked for, xref) inside it is plain
-    # inline text, which lxml's C serialiser renders exactly as the walk below would.
-    if (
-        next(el.iterdescendants(*(_STRUCTURE if on_xref is None else _STRUCTURE_OR_XREF)), None)
-        is None
-    ):
-        out.append(etree.tostring(el, method="text", encoding="unicode", with_tail=False))
-        return
-    out.append(el.text)
+def _chosen_alternative(el: etree._Element) -> etree._Element | None:
+    """Of an ``<alternatives>``, the one child to read: MathML, else TeX, else any text."""
+    tex = other = None
     for child in el:
-        tag = _tag(child)
-        if not tag or tag in FLOAT_TAGS:
-            out.append(child.tail)
+        tag = child.tag
+        if type(tag) is not str:
             continue
-        block = tag in BLOCK_TAGS
-        if block:
-            out.space()
-        if on_xref is not None and tag == "xref":
-            start = out.mark()
-            _walk(child, out, on_xref)
-            on_xref(child, start, len(out))
+        if tag == _MATHML_NS + "math":
+            return child
+        local = _local(tag)
+        if local == "tex-math":
+            tex = tex if tex is not None else child
+        elif other is None and local not in _GRAPHIC_TAGS and local not in FLOAT_TAGS:
+            other = child
+    return tex if tex is not None else other
+
+
+def structure_index(root: etree._Element) -> set[etree._Element]:
+    """The elements of ``root``'s tree that have a float, ``<alternatives>``, ``<tex-math>``
+    or a block nested in a paragraph below them: only these (and the containers, see
+    ``_CONTAINERS``) are walked in Python, every other subtree goes to lxml's C serialiser
+    whole. One pass over the rarer structures of the tree; each element is added once."""
+    needs: set[etree._Element] = set()
+    add = needs.add
+    for el in root.iter(*_NESTED):
+        node = el.getparent()
+        while node is not None and node not in needs:
+            add(node)
+            node = node.getparent()
+    return needs
+
+
+class _Renderer:
+    """Raw text of one subtree, the reader's way; whitespace is normalised afterwards."""
+
+    __slots__ = ("needs", "parts", "skip")
+
+    def __init__(self, needs: Collection[etree._Element], skip: Collection[etree._Element]):
+        self.parts: list[str] = []
+        self.needs = needs
+        self.skip = skip
+
+    def content(self, el: etree._Element) -> None:
+        """The element's own text and its children's (not its tail)."""
+        parts = self.parts
+        if el not in self.needs and _local(el.tag) not in _CONTAINERS:
+            if len(el):
+                parts.append(etree.tostring(el, method="text", encoding="unicode", with_tail=False))
+            elif el.text:
+                parts.append(el.text)
+            return
+        if el.text:
+            parts.append(el.text)
+        for child in el:
+            tag = _local(child.tag)
+            if not tag or tag in FLOAT_TAGS or child in self.skip:
+                pass
+            elif tag in _SPACED_TAGS:
+                parts.append(" ")
+                self.content(child)
+                parts.append(" ")
+            elif tag == "alternatives":
+                chosen = _chosen_alternative(child)
+                if chosen is not None:
+                    self.item(chosen)
+            elif tag == "tex-math":
+                parts.append(_tex(child))
+            else:
+                self.content(child)
+            if child.tail:
+                parts.append(child.tail)
+
+    def item(self, el: etree._Element) -> None:
+        if _local(el.tag) == "tex-math":
+            self.parts.append(_tex(el))
         else:
-            _walk(child, out, on_xref)
-        if block:
-            out.space()
-        out.append(child.tail)
+            self.content(el)
 
 
-def element_text(el: etree._Element | None, on_xref: XrefHook | None = None) -> str:
-    """The element's text as a reader sees it (see the module docstring)."""
+def raw_text(
+    el: etree._Element,
+    skip: Collection[etree._Element] = (),
+    needs: Collection[etree._Element] | None = None,
+) -> str:
+    """The element's text before whitespace is normalised; elements in ``skip`` are left out.
+
+    ``needs`` is :func:`structure_index` of the tree (computed for ``el`` alone when absent);
+    elements in ``skip`` must be blocks, or have a block or float among their siblings.
+    """
+    if _local(el.tag) == "tex-math":
+        return _tex(el)
+    if needs is None:
+        needs = structure_index(el)
+        for node in skip:
+            node = node.getparent()
+            while node is not None and node not in needs:
+                needs.add(node)
+                node = node.getparent()
+    if el not in needs and _local(el.tag) not in _CONTAINERS:
+        if not len(el):
+            return el.text or ""
+        return etree.tostring(el, method="text", encoding="unicode", with_tail=False)
+    renderer = _Renderer(needs, skip)
+    renderer.content(el)
+    return "".join(renderer.parts)
+
+
+def element_text(
+    el: etree._Element | None,
+    skip: Collection[etree._Element] = (),
+    needs: Collection[etree._Element] | None = None,
+) -> str:
+    """The element's text as a reader sees it (see the module docstring), stripped."""
     if el is None:
         return ""
-    out = TextBuilder()
-    _walk(el, out, on_xref)
-    return out.text()
+    return clean_text(raw_text(el, skip, needs))
 
 
-# Private-use characters: valid XML text, and absent from real articles (checked below).
+# Private-use characters mark the references while a block is rendered.
 _OPEN, _CLOSE = "\ue000", "\ue001"
-_MARKS = re.compile("[\ue000\ue001]")
+_MARKS = re.compile("([\ue000\ue001])")
+
+
+def _rendered(el: etree._Element, block: etree._Element) -> bool:
+    """Whether the element's text is part of the block's text (not inside a float or an
+    unchosen alternative)."""
+    child, node = el, el.getparent()
+    while node is not None:
+        tag = _local(child.tag)
+        if child is not el and tag in FLOAT_TAGS:
+            return False
+        if _local(node.tag) == "alternatives" and _chosen_alternative(node) is not child:
+            return False
+        if node is block:
+            return True
+        child, node = node, node.getparent()
+    return False
+
+
+def _clear_marks(block: etree._Element) -> None:
+    """Removes marker characters that the article itself holds (never in real articles)."""
+    for el in block.iter():
+        if el.text and (_OPEN in el.text or _CLOSE in el.text):
+            el.text = el.text.replace(_OPEN, "").replace(_CLOSE, "")
+        if el is not block and el.tail and (_OPEN in el.tail or _CLOSE in el.tail):
+            el.tail = el.tail.replace(_OPEN, "").replace(_CLOSE, "")
 
 
 def text_with_spans(
-    block: etree._Element, marked: list[etree._Element]
-) -> tuple[str, list[tuple[int, int]]]:
-    """The block's text and the span of each marked descendant, in document order.
+    block: etree._Element,
+    marked: Sequence[etree._Element],
+    needs: Collection[etree._Element] | None = None,
+    *,
+    _retried: bool = False,
+) -> tuple[str, list[tuple[int, int] | None]]:
+    """The block's text and the span of each marked descendant (in document order), or None
+    for one whose text is not part of the block's (inside a float).
 
-    A block with no nested block or float is rendered by lxml's C serialiser with marker
-    characters briefly placed around each marked element (then removed from the tree); only a
-    block that holds structure, or already holds a marker character, goes through the walk.
+    Marker characters are placed around each marked element for the time of one rendering,
+    then found in the normalised text: one pass over the text, whatever the number of marks.
     """
-    raw = None
-    if next(block.iterdescendants(*_STRUCTURE), None) is None:
-        saved = [(el, el.text, el.tail) for el in marked]
-        try:
-            for el, text, tail in saved:
-                el.text = _OPEN + (text or "")
-                el.tail = _CLOSE + (tail or "")
-            raw = etree.tostring(block, method="text", encoding="unicode", with_tail=False)
-        finally:
-            for el, text, tail in saved:
-                el.text, el.tail = text, tail
-    if raw is None or len(_MARKS.findall(raw)) != 2 * len(marked):
-        wanted = {id(el): i for i, el in enumerate(marked)}
-        found: list[tuple[int, int]] = [(0, 0)] * len(marked)
-
-        def hook(el: etree._Element, start: int, end: int) -> None:
-            if id(el) in wanted:
-                found[wanted[id(el)]] = (start, end)
-
-        return element_text(block, hook), found
-    raw = _WS.sub(" ", raw)
-    pieces: list[str] = []
-    spans: list[tuple[int, int]] = []
-    length, last, opened, prev_space = 0, 0, 0, True
-    for m in _MARKS.finditer(raw):
-        piece = raw[last : m.start()]
-        if prev_space and piece.startswith(" "):
-            piece = piece[1:]
-        if piece:
-            pieces.append(piece)
-            length += len(piece)
-            prev_space = piece.endswith(" ")
-        if m.group() == _OPEN:
-            opened = length
-        else:
-            spans.append((opened, length))
-        last = m.end()
-    piece = raw[last:]
-    pieces.append(piece[1:] if prev_space and piece.startswith(" ") else piece)
-    return "".join(pieces).rstrip(), spans
+    saved = [(el, el.text, el.tail) for el in marked]
+    try:
+        for el, text, tail in saved:
+            el.text = _OPEN + text if text else _OPEN
+            el.tail = _CLOSE + tail if tail else _CLOSE
+        raw = raw_text(block, (), needs)
+    finally:
+        for el, text, tail in saved:
+            el.text, el.tail = text, tail
+    opens = raw.count(_OPEN)
+    if (opens != raw.count(_CLOSE) or opens > len(marked)) and not _retried:
+        _clear_marks(block)  # the article holds marker characters of its own
+        return text_with_spans(block, marked, needs, _retried=True)
+    order = list(range(len(marked)))
+    if opens != len(marked) or opens != raw.count(_CLOSE):
+        order = [i for i, el in enumerate(marked) if _rendered(el, block)]
+        if len(order) != opens or opens != raw.count(_CLOSE):
+            # cannot tell which is which: no spans, rather than wrong ones
+            return normalise_space(_MARKS.sub("", raw)).strip(), [None] * len(marked)
+    out: list[str] = []
+    spans: list[tuple[int, int] | None] = [None] * len(marked)
+    stack: list[tuple[int, int]] = []
+    length, opened, space_before = 0, 0, True  # a leading space is dropped
+    # str.split (C) rather than a regular expression over the text
+    for i, chunk in enumerate(normalise_space(raw).split(_OPEN)):
+        if i:
+            stack.append((order[opened], length))
+            opened += 1
+        for j, piece in enumerate(chunk.split(_CLOSE) if _CLOSE in chunk else (chunk,)):
+            if j and stack:
+                index, start = stack.pop()
+                spans[index] = (start, length)
+            if space_before and piece[:1] == " ":
+                piece = piece[1:]
+            if piece:
+                out.append(piece)
+                length += len(piece)
+                space_before = piece[-1] == " "
+    text = "".join(out)
+    if text.endswith(" "):
+        text = text[:-1]
+    return text, spans
 
 
 # --- sentences -------------------------------------------------------------------------------
 
+# "Fig. 2", "et al. (2005)", "e.g. The": never a sentence end
 _ABBREVIATIONS = frozenset(
-    "fig figs figure eq eqs ref refs no nos vs al e.g i.e cf ca approx resp sp spp var dr mr ms "
-    "prof st inc ltd co corp jr sr vol pp ed eds suppl tab est min max mol wt conc".split()
+    "fig figs eq eqs ref refs al e.g i.e cf vs resp sp spp subsp var dr mr mrs prof st jr sr "
+    "suppl".split()
 )
-_BOUNDARY = re.compile(r"[.!?]+[\"'”’)\]]*\s+(?=[\"'“‘(\[]?[A-Z0-9])")
-_WORD_BEFORE = re.compile(r"([A-Za-z][A-Za-z.]*)[.]?$")
+# "no. 5", "ca. 3", "5 min. 10": an abbreviation before a number, a sentence end before a word
+# ("for 5 min. The cells")
+_BEFORE_NUMBER = frozenset(
+    "no nos vol pp p ca approx min max ms mol wt conc tab est ed eds inc ltd co".split()
+)
+_NAME_LINKS = frozenset({"by", "and", "&"})
+# a sentence end: punctuation, closing quotes or brackets, a space, then a capital, a digit or
+# an opening quote or bracket (the text is whitespace-normalised: one space)
+_BOUNDARY = re.compile(r"[.!?]+[\"'”’)\]]* (?=[\"'“‘(\[]?[A-Z0-9])")
+_PERIOD_BOUNDARY = re.compile(r"\.[\"'”’)\]]* (?=[\"'“‘(\[]?[A-Z0-9])")
+_OPENERS = "([{\"'“‘"
+_CLOSERS = ")]}\"'”’"
 
 
-def sentence_spans(text: str, protected: list[tuple[int, int]] = ()) -> list[tuple[int, int]]:
+def _is_initial(text: str, start: int, token: str, next_char: str) -> bool:
+    """ "J. Smith", "by J. Smith", "J. K. Rowling": a capital letter that is an initial.
+
+    A letter after a number ("Figure 5B. A"), a lower-case letter ("2 h. The") or a letter in
+    brackets is not one; an initial follows the start of the text, a name, another initial or
+    a word that introduces a name ("by", "and"), and comes before a name (not a number).
+    """
+    if len(token) != 1 or not token.isupper() or not next_char.isalpha():
+        return False
+    before = text[max(0, start - 40) : start].rstrip()
+    prev = before[before.rfind(" ") + 1 :]
+    if not prev or prev in _NAME_LINKS:
+        return True
+    if prev.endswith("."):  # another initial ("J. K."), a title ("Dr. J.")
+        core = prev[:-1]
+        return (len(core) == 1 and core.isupper()) or core.lower() in _ABBREVIATIONS
+    return len(prev) > 1 and prev[0].isupper() and prev.isalpha()  # "John F. Kennedy"
+
+
+def _is_boundary(text: str, pos: int, end: int) -> bool:
+    """Whether the punctuation at ``pos`` (the candidate's match ends at ``end``) ends a
+    sentence, judged by the token before it and the character after it."""
+    if text[pos] != ".":
+        return True  # "?" and "!" always end one
+    start = text.rfind(" ", max(0, pos - 40), pos) + 1
+    token = text[start:pos]
+    bare = token.strip(_OPENERS + _CLOSERS)
+    if not bare:
+        return True
+    low = bare.lower()
+    if low in _ABBREVIATIONS:
+        return False
+    next_char = text[end : end + 1]
+    if next_char and next_char in _OPENERS:
+        next_char = text[end + 1 : end + 2]
+    if low in _BEFORE_NUMBER:
+        return not next_char.isdigit()
+    if "." in bare and all(len(p) == 1 and p.isalpha() for p in bare.split(".")):
+        return False  # "U.S", "a.m"
+    if bare != token:  # "(A). Next", "2B). Next": bracketed, never an initial
+        return True
+    return not _is_initial(text, start, bare, next_char)
+
+
+class _Boundaries:
+    """Which sentence-end candidates of one text are accepted: not inside brackets or a
+    protected span, not after an abbreviation or an initial.
+
+    The bracket depth at a point is the openers less the closers before it (a stray closer,
+    "1) first", cancels an unclosed opener: both are typos), counted in C from the last point
+    asked for, so a pass over a paragraph's candidates counts each character about once.
+    """
+
+    __slots__ = ("_at", "_brackets", "_guard_reach", "_guard_starts", "pattern", "text")
+
+    def __init__(self, text: str, protected: Sequence[tuple[int, int] | None]) -> None:
+        self.text = text
+        # a regular expression that starts with a literal scans several times faster than one
+        # that starts with a class; most paragraphs hold no "?" or "!"
+        self.pattern = _BOUNDARY if "?" in text or "!" in text else _PERIOD_BOUNDARY
+        guarded = sorted(s for s in protected if s is not None and s[1] > s[0])
+        self._guard_starts = [a for a, _ in guarded]
+        reach, self._guard_reach = -1, []
+        for _, b in guarded:
+            reach = max(reach, b)
+            self._guard_reach.append(reach)
+        self._brackets = "(" in text or "[" in text
+        self._at = (0, 0)  # (offset, depth there)
+
+    def _depth(self, pos: int) -> int:
+        text, (at, depth) = self.text, self._at
+        lo, hi, sign = (at, pos, 1) if pos >= at else (pos, at, -1)
+        depth += sign * (
+            text.count("(", lo, hi)
+            + text.count("[", lo, hi)
+            - text.count(")", lo, hi)
+            - text.count("]", lo, hi)
+        )
+        self._at = (pos, depth)
+        return depth
+
+    def accepted(self, m: re.Match[str]) -> bool:
+        pos = m.start()
+        i = bisect_right(self._guard_starts, pos) - 1
+        if i >= 0 and pos < self._guard_reach[i]:
+            return False
+        if not _is_boundary(self.text, pos, m.end()):
+            return False
+        return not self._brackets or self._depth(pos) <= 0
+
+
+def sentence_spans(
+    text: str, protected: Sequence[tuple[int, int] | None] = ()
+) -> list[tuple[int, int]]:
     """Split into sentences; never inside brackets, an abbreviation or a protected span."""
+    bounds = _Boundaries(text, protected)
     spans: list[tuple[int, int]] = []
     start = 0
-    depth = 0
-    scanned = 0
-    for m in _BOUNDARY.finditer(text):
-        end = m.end()
-        # bracket depth between the last scan point and this candidate (counted in C)
-        segment = text[scanned : m.start()]
-        depth = max(
-            0,
-            depth
-            + segment.count("(")
-            + segment.count("[")
-            - segment.count(")")
-            - segment.count("]"),
-        )
-        scanned = m.start()
-        if depth:
-            continue
-        pos = m.start()
-        if any(a <= pos < b for a, b in protected):
-            continue
-        word = _WORD_BEFORE.search(text, max(0, pos - 12), pos + 1)
-        if word:
-            token = word.group(1).lower().rstrip(".")
-            if token in _ABBREVIATIONS or (len(token) == 1 and token.isalpha()):
-                continue
-        spans.append((start, end))
-        start = end
+    for m in bounds.pattern.finditer(text):
+        if bounds.accepted(m):
+            spans.append((start, m.end()))
+            start = m.end()
     if start < len(text):
         spans.append((start, len(text)))
     return spans
 
 
-def sentence_at(text: str, spans: list[tuple[int, int]], offset: int) -> str:
-    for a, b in spans:
-        if a <= offset < b:
-            return text[a:b].strip()
+class Sentences:
+    """The sentences of one text that hold given offsets, each cut out once.
+
+    Only the candidates around the offsets asked for are checked, nearest first, so a
+    paragraph costs what its referencing sentences do. Offsets must come in increasing order
+    (a reference's, in document order): the search back from one never passes the end of the
+    sentence found for the one before, which keeps the whole linear in the text.
+    """
+
+    __slots__ = ("_bounds", "_floor", "_last", "_text")
+
+    def __init__(self, text: str, protected: Sequence[tuple[int, int] | None] = ()) -> None:
+        self._text = text
+        self._bounds = _Boundaries(text, protected)
+        self._floor = 0  # no sentence asked for later starts before this
+        self._last: tuple[int, int, str] | None = None
+
+    def _start_before(self, offset: int) -> int:
+        """The end of the last accepted boundary at or before ``offset`` (or the floor)."""
+        pattern, accepted, text = self._bounds.pattern, self._bounds.accepted, self._text
+        window = 256
+        while True:
+            lo = max(self._floor, offset - window)
+            found = [m for m in pattern.finditer(text, lo, offset + 2) if m.end() <= offset]
+            for m in reversed(found):
+                if accepted(m):
+                    return m.end()
+            if lo == self._floor:
+                return lo
+            window *= 4
+
+    def _end_after(self, offset: int) -> int:
+        pattern, accepted = self._bounds.pattern, self._bounds.accepted
+        for m in pattern.finditer(self._text, max(self._floor, offset - 4)):
+            if m.end() > offset and accepted(m):
+                return m.end()
+        return len(self._text)
+
+    def at(self, offset: int) -> str:
+        """The sentence holding ``offset``."""
+        last = self._last
+        if last is not None and last[0] <= offset < last[1]:
+            return last[2]
+        if last is not None and offset >= last[1]:
+            self._floor = last[1]
+        start = self._start_before(offset)
+        end = self._end_after(offset)
+        sentence = self._text[start:end].strip()
+        self._last = (start, end, sentence)
+        return sentence
+
+
+def sentence_at(text: str, spans: Sequence[tuple[int, int]], offset: int) -> str:
+    """The sentence of ``spans`` (as :func:`sentence_spans` gives them) holding ``offset``."""
+    starts = [a for a, _ in spans]
+    i = bisect_right(starts, offset) - 1
+    if 0 <= i < len(spans) and offset < spans[i][1]:
+        a, b = spans[i]
+        return text[a:b].strip()
     return text.strip()
 
 
 # --- panel letters in figure references -----------------------------------------------------
 
-_FIG_WORD = re.compile(r"^\s*(?:supplementary\s+)?fig(?:ure)?s?\.?\s*", re.I)
-_NUMBER_REST = re.compile(r"(S?\d+)(\D*)", re.I)
-_TOKEN = re.compile(r"[A-Za-z]+|[-–—]|\S")
-_SEPARATORS = frozenset({",", "&", "/", "and", "to", "(", ")", ";"})
+_FIG_WORD = re.compile(r"^\s*(?:supplementary\s+|extended\s+data\s+)?fig(?:ure)?s?\.?\s*", re.I)
+# a number (with the S of supplementary figures), a word, a dash, any other character
+_REF_TOKEN = re.compile(r"([Ss]?\d+)|([^\W\d_]+)|([-–—‒−])|(\S)")
+_SKIPPED_WORDS = frozenset({"panel", "panels", "and", "or"})
+_SKIPPED_MARKS = frozenset(",&/();:′″'’.")
+_LABEL_NUMBER = re.compile(r"(S?\d+[A-Za-z]?)(?![A-Za-z])", re.I)
 
 
-def _letters_after_number(rest: str) -> list[str]:
-    letters: list[str] = []
-    range_from: str | None = None
-    for token in _TOKEN.findall(rest):
-        low = token.lower()
-        if low in ("panel", "panels"):
-            continue
-        if token in "-–—" or low == "to":
-            range_from = letters[-1] if letters else None
-            continue
-        if low in _SEPARATORS:
-            continue
-        if len(token) != 1 or not token.isalpha():
-            break
-        letter = token.upper()
-        if range_from and ord(range_from) < ord(letter) <= ord(range_from) + 25:
-            letters.extend(chr(c) for c in range(ord(range_from) + 1, ord(letter) + 1))
-        else:
-            letters.append(letter)
-        range_from = None
-    return list(dict.fromkeys(letters))
+def _reference_items(text: str) -> list[tuple[str | None, list[str]]]:
+    """A reference's figure numbers, each with the panel letters that follow it.
+
+    "2A and B" → [(2, [A, B])]; "1C and 2A" → [(1, [C]), (2, [A])]; "6A-6D" → [(6, [A-D])]
+    (a range may repeat the number); "2—figure supplement 3A" → [(2, []), (3, [A])] (a word
+    ends the letters of a number). Letters before any number go to an item numbered None.
+    """
+    items: list[tuple[str | None, list[str]]] = [(None, [])]
+    letters = items[0][1]
+    number: str | None = None
+    last: str | None = None  # the last letter taken for the current number
+    in_range = stopped = False
+    same_number_range = False  # "6A-6" seen: the next letter ends the range
+    for num, word, dash, other in _REF_TOKEN.findall(text):
+        if num:
+            if in_range and last is not None and number is not None and num == number:
+                same_number_range = True
+                continue
+            number, letters, last = num, [], None
+            in_range = stopped = same_number_range = False
+            items.append((number, letters))
+        elif dash or word.lower() == "to":
+            in_range = last is not None and not stopped
+        elif word:
+            low = word.lower()
+            if low in _SKIPPED_WORDS:
+                continue
+            if len(word) == 1 and not stopped:
+                letter = word.upper()
+                if (in_range or same_number_range) and last and last < letter <= "Z":
+                    letters.extend(chr(c) for c in range(ord(last) + 1, ord(letter) + 1))
+                elif letter not in letters:
+                    letters.append(letter)
+                last = letter
+                in_range = same_number_range = False
+            else:
+                stopped, in_range, same_number_range = True, False, False
+        elif other not in _SKIPPED_MARKS:
+            stopped, in_range = True, False
+    return items
 
 
 def panel_letters(ref_text: str, figure_number: str | None = None) -> list[str]:
-    """Panel letters a figure reference names: "Fig. 1B" → [B]; "Figs. 1C–E" → [C, D, E].
+    """Panel letters a figure reference names (see :func:`_panel_letters`)."""
+    return list(_panel_letters(ref_text, figure_number))
+
+
+@lru_cache(maxsize=4096)
+def _panel_letters(ref_text: str, figure_number: str | None) -> tuple[str, ...]:
+    """Panel letters a figure reference names: "Fig. 1B" → [B]; "Figs. 1C–E" → [C, D, E];
+    "Figure 6A-6D" → [A, B, C, D]; "Figure 2—figure supplement 3A" → [A].
 
     With several figures in one reference ("Figs. 1C and 2A"), only the letters after this
     figure's number are taken when the number is known.
@@ -301,21 +630,26 @@ def panel_letters(ref_text: str, figure_number: str | None = None) -> list[str]:
         # the figure's own label carries a letter (fig-group children: "Figure 1b"), so only
         # letters after that whole label name panels: "Fig. 1bC" → [C]
         m = re.search(r"(?<![0-9])" + re.escape(figure_number), text, re.I)
-        return _letters_after_number(text[m.end() :]) if m else []
-    groups = _NUMBER_REST.findall(text)
-    if not groups:
-        return _letters_after_number(text) if len(text.strip()) <= 8 else []
-    if figure_number is not None and len(groups) > 1:
-        groups = [g for g in groups if g[0].lower() == figure_number.lower()] or groups[:1]
-    letters: list[str] = []
-    for _, rest in groups:
-        letters.extend(x for x in _letters_after_number(rest) if x not in letters)
-    return letters
+        return tuple(_reference_items(text[m.end() :])[0][1]) if m else ()
+    items = _reference_items(text)
+    numbered = items[1:]
+    if not numbered:
+        return tuple(items[0][1]) if len(text.strip()) <= 8 else ()
+    if figure_number is not None and len(numbered) > 1:
+        wanted = figure_number.lower()
+        numbered = [it for it in numbered if it[0].lower() == wanted] or numbered[:1]
+    if len(numbered) == 1:
+        return tuple(numbered[0][1])
+    letters: dict[str, None] = {}
+    for _, found in numbered:
+        letters.update(dict.fromkeys(found))
+    return tuple(letters)
 
 
 def figure_number(label: str | None) -> str | None:
-    """The number in a figure label ("Figure 3" → 3, "Fig. S2." → S2, "Figure 1b" → 1b)."""
+    """The number in a figure label: "Figure 3" → 3, "Fig. S2." → S2, "Figure 1b" → 1b, and the
+    last of several ("Figure 2—figure supplement 3" → 3, "Appendix 1—figure 2" → 2)."""
     if not label:
         return None
-    m = re.search(r"(S?\d+[A-Za-z]?)(?![A-Za-z])", label, re.I)
-    return m.group(1) if m else None
+    found = _LABEL_NUMBER.findall(label)
+    return found[-1] if found else None

@@ -188,7 +188,7 @@ is mounted, as in the main container) with fetch_s3.py:
 {{- $derived := dict
   "output" (dict "uri" (printf "%s/dataset" $root) "s3" (deepCopy $s3))
   "detector" (dict "weights" "/opt/pmcvl/models/panel-detector/yolo11n-panels.pt" "label_reader_weights" "/opt/pmcvl/models/label-reader/label-reader.pt")
-  "classifier" (dict "weights" "/opt/pmcvl/models/modality-classifier/resnet18-modality.pt")
+  "classifier" (dict "weights" "/opt/pmcvl/models/modality-classifier/shufflenet-modality.pt")
   "longcap" (dict "enabled" $v.vllm.enabled)
   "training" $training
   "pipeline" (dict "autoscaling" (and $v.ray.enabled $v.ray.autoscaler.enabled))
