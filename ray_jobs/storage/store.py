@@ -138,7 +138,17 @@ class LocalStorage:
                 yield path.relative_to(self.root).as_posix()
 
     def delete(self, key: str) -> None:
-        self._path(key).unlink(missing_ok=True)
+        """Remove ``key``, and folders it leaves empty (as on S3, where a prefix with no
+        objects is gone): a part's staging folder does not outlive the part."""
+        path = self._path(key)
+        path.unlink(missing_ok=True)
+        for folder in path.parents:
+            if folder == self.root or self.root not in folder.parents:
+                break
+            try:
+                folder.rmdir()
+            except OSError:  # not empty (or already gone): its parents are not empty either
+                break
 
 
 class S3Storage:
