@@ -54,7 +54,7 @@ def hash_rows(n: int, seed: int = 0) -> pa.Table:
     return pa.table({"key": keys, "sha256": sha_hex, "phash": [f"{int(h):016x}" for h in ph]})
 
 
-def write_inputs(root: Path, n: int) -> list:
+def write_inputs(root: Path, n: int) -> list:  # run in its own process: see ``child``
     """The first half as published index files, the second half as staged fragments."""
     from ray_jobs.dedup.shuffle import HashSource
     from ray_jobs.storage.parquet import write_parquet
@@ -111,9 +111,10 @@ def run_distributed(root: Path, n: int, rows_per_bucket: int) -> dict:
     import ray
 
     from ray_jobs.config import OutputSettings
-    from ray_jobs.dedup.shuffle import find_duplicates
+    from ray_jobs.dedup.shuffle import HashSource, find_duplicates
 
-    sources = write_inputs(root, n)
+    listing = json.loads((root / "sources.json").read_text())
+    sources = [HashSource(**s) for s in listing]
     ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with WorkerPeak() as workers:
@@ -150,11 +151,17 @@ def run_reference(n: int) -> dict:
     return {"seconds": seconds, "driver_mb": peak / 1024, "dropped": found.num_rows}
 
 
-def child(kind: str, n: int, rows_per_bucket: int) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        result = (
-            run_distributed(Path(tmp), n, rows_per_bucket) if kind == "ours" else run_reference(n)
-        )
+def child(kind: str, n: int, rows_per_bucket: int, root: Path | None) -> None:
+    """One measurement in a fresh process; ``write`` makes the inputs in a process of its own,
+    so their making does not count in the driver's peak."""
+    if kind == "write":
+        sources = write_inputs(root, n)
+        (root / "sources.json").write_text(json.dumps([vars(s) for s in sources]))
+        result = {}
+    elif kind == "ours":
+        result = run_distributed(root, n, rows_per_bucket)
+    else:
+        result = run_reference(n)
     print(json.dumps(result))
 
 
@@ -164,20 +171,27 @@ def main() -> None:
     parser.add_argument("--reference-max", type=int, default=3_000_000)
     parser.add_argument("--rows-per-bucket", type=int, default=500_000)
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child[0], int(args.child[1]), args.rows_per_bucket)
+        child(args.child[0], int(args.child[1]), args.rows_per_bucket, args.root)
         return
     rows = []
+
+    def run(kind: str, n: int, root: str) -> dict:
+        cmd = [sys.executable, __file__, "--child", kind, str(n), "--root", root]
+        cmd += ["--rows-per-bucket", str(args.rows_per_bucket)]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        return json.loads(out.strip().splitlines()[-1])
+
     for n in args.sizes:
-        for kind in ("ours", "reference"):
-            if kind == "reference" and n > args.reference_max:
-                continue
-            cmd = [sys.executable, __file__, "--child", kind, str(n)]
-            cmd += ["--rows-per-bucket", str(args.rows_per_bucket)]
-            out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-            rows.append((n, kind, json.loads(out.strip().splitlines()[-1])))
-            print(n, kind, rows[-1][2], file=sys.stderr, flush=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            run("write", n, tmp)
+            rows.append((n, "ours", run("ours", n, tmp)))
+        print(n, "ours", rows[-1][2], file=sys.stderr, flush=True)
+        if n <= args.reference_max:
+            rows.append((n, "reference", run("reference", n, ".")))
+            print(n, "reference", rows[-1][2], file=sys.stderr, flush=True)
     print(f"\ndedup over hash rows (half published), rows per bucket {args.rows_per_bucket}")
     print(
         f"{'panels':>11} {'dedup':>10} {'s':>8} {'driver MB':>10} {'worker MB':>10} "

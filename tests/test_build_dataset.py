@@ -150,28 +150,46 @@ def test_build_to_s3_contract_and_rerun(source, moto_endpoint, ray_address, s3_a
     assert after == before
 
 
-def test_killed_run_resumes_with_the_same_records(
-    source, moto_endpoint, ray_address, local_run, tmp_path
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_killed_run_resumes_with_the_same_bytes(
+    where, source, moto_endpoint, ray_address, local_run, tmp_path
 ):
     """The job dies hard right after committing its first part (the crash hook, as SIGKILL
-    would: no cleanup); the next run redoes exactly the rest and ends with the same records."""
-    out = tmp_path / "dataset"
-    cfg = config(source, str(out), moto_endpoint)
-    cfg["output"]["articles_per_part"] = 2
+    would: no cleanup). The next run takes over the plan's other parts under the same names,
+    reuses what they staged (no article is detected twice), and the dataset ends up the
+    uninterrupted run's, shard for shard and byte for byte."""
+    uri = (
+        str(tmp_path / "dataset")
+        if where == "local"
+        else f"s3://pmcvl-build/killed-{tmp_path.name}"
+    )
+    cfg = config(source, uri, moto_endpoint)
     path = tmp_path / "config.yaml"
     proc = build_job(cfg, path, ray_address, **{CRASH_AFTER_PARTS_ENV: "1"})
     assert proc.returncode == CRASH_EXIT_CODE, proc.stderr[-3000:]
-    assert len(list((out / "_ledger").glob("*.parquet"))) == 1  # one part committed
-    assert not (out / "manifest.json").exists()  # nothing published
+    settings = load_settings(path, environ={})
+    out = open_storage(uri, settings.output.s3)
+    assert len([k for k in out.list("_ledger/") if k.endswith(".parquet")]) == 1
+    assert not out.exists("manifest.json")  # nothing published
+    staged = {k.split("/")[1] for k in out.list("staging/") if k.endswith("_staged.json")}
+    assert staged == {"000001", "000002"}  # the parts not committed were staged already
 
-    report = run_build(load_settings(path, environ={}))
-    assert report.pending == local_run[1].pending - 2  # the committed part was not redone
-    resumed, whole = open_storage(str(out)), open_storage(str(local_run[0]))
-    assert samples(resumed) == samples(whole)
-    assert failures(resumed) == failures(whole)
-    assert rejects(resumed) == rejects(whole)
-    listed = {s["name"] for s in json.loads(resumed.read_bytes("manifest.json"))["shards"]}
-    assert {f"shards/{p.name}" for p in (out / "shards").iterdir()} == listed
+    report = run_build(settings)
+    assert report.pending == local_run[1].pending - 4  # the committed part was not redone
+    assert report.resumed_parts == ["000001", "000002"] and report.parts == report.resumed_parts
+    whole = open_storage(str(local_run[0]))
+    assert samples(out) == samples(whole)
+    assert failures(out) == failures(whole)
+    assert rejects(out) == rejects(whole)
+
+    def shards(storage) -> list[tuple]:
+        manifest = json.loads(storage.read_bytes("manifest.json"))
+        return [(s["name"], s["sha256"], s["samples"]) for s in manifest["shards"]]
+
+    assert shards(out) == shards(whole)
+    listed = {name for name, _, _ in shards(out)}
+    assert set(out.list("shards/")) == listed
+    assert list(out.list("staging/")) == []  # committed parts leave no staging behind
 
 
 def test_shards_load_in_webdataset_hf_datasets_and_open_clip(local_run, tmp_path) -> None:
