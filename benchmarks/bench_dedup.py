@@ -209,10 +209,11 @@ def main() -> None:
     for n, kind, r in rows:
         ref = next((x for m, k, x in rows if m == n and k == "reference"), None)
         if kind == "ours" and ref:
+            largest = max(r["driver_mb"], r["worker_mb"]) / ref["driver_mb"]
             print(
                 f"{n:,}: verdicts {'agree' if ref['dropped'] == r['dropped'] else 'DIFFER'}, "
                 f"time ours/reference {r['seconds'] / ref['seconds']:.2f}, "
-                f"largest process ours/reference {max(r['driver_mb'], r['worker_mb']) / ref['driver_mb']:.2f}"
+                f"largest process ours/reference {largest:.2f}"
             )
 
 

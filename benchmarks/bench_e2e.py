@@ -86,9 +86,10 @@ def main() -> None:
         )
     if len(rows) > 1:
         first, last = rows[0], rows[-1]
+        per_panel = last["driver_ms_per_panel"] / first["driver_ms_per_panel"]
         print(
             f"largest/smallest: articles {last['articles'] / max(1, first['articles']):.1f}x, "
-            f"driver CPU per panel {last['driver_ms_per_panel'] / first['driver_ms_per_panel']:.2f}x, "
+            f"driver CPU per panel {per_panel:.2f}x, "
             f"driver RSS {last['driver_mb'] / first['driver_mb']:.2f}x"
         )
 
