@@ -152,7 +152,7 @@ def test_build_to_s3_contract_and_rerun(source, moto_endpoint, ray_address, s3_a
 
 @pytest.mark.parametrize("where", ["local", "s3"])
 def test_killed_run_resumes_with_the_same_bytes(
-    where, source, moto_endpoint, ray_address, local_run, tmp_path
+    where, source, moto_endpoint, aws_credentials, ray_address, local_run, tmp_path
 ):
     """The job dies hard right after committing its first part (the crash hook, as SIGKILL
     would: no cleanup). The next run takes over the plan's other parts under the same names,
