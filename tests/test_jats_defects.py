@@ -444,4 +444,5 @@ def test_sentences_are_shared_strings() -> None:
     first, again, second = s.at(5), s.at(18), s.at(32)
     assert first == "One (Fig. 1) and (Fig. 2)." and first is again
     assert second == "Two (Fig. 3)."
+    assert s.at(5) == first  # an offset asked for again, out of order
     assert text_module.sentence_at(text, sentence_spans(text), 32) == second
