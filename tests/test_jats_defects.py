@@ -339,6 +339,16 @@ def test_abstract_heading_is_left_out(abstract: str) -> None:
     assert parse_article(article("<p>x</p>", front=abstract)).abstract == "We studied mice."
 
 
+def test_abstract_section_comment_is_not_text() -> None:
+    front = (
+        "<abstract><sec><title>Background</title><!-- converted --><p>We studied mice.</p>"
+        "</sec></abstract>"
+    )
+    assert parse_article(article("<p>x</p>", front=front)).abstract == (
+        "Background: We studied mice."
+    )
+
+
 def test_abstract_word_in_prose_is_kept() -> None:
     front = "<abstract><p>Abstract reasoning develops late.</p></abstract>"
     assert parse_article(article("<p>x</p>", front=front)).abstract == (
@@ -444,4 +454,5 @@ def test_sentences_are_shared_strings() -> None:
     first, again, second = s.at(5), s.at(18), s.at(32)
     assert first == "One (Fig. 1) and (Fig. 2)." and first is again
     assert second == "Two (Fig. 3)."
+    assert s.at(5) == first  # an offset asked for again, out of order
     assert text_module.sentence_at(text, sentence_spans(text), 32) == second

@@ -20,7 +20,11 @@ from collections.abc import Iterable
 
 # "long form (SF)" / "long form (SF; ...)". The pattern starts with a literal, which lets the
 # regex engine skip ahead instead of trying every position of a long body.
-_DEFINED = re.compile(r"\(([^\W_][\w\-/+.&]{1,9})(?:[;,][^()]{0,110})?\)")
+_DEFINED = re.compile(
+    # a letter other than a-z among the first ten characters (an acronym carries a capital) is
+    # checked here, in C; the pattern starts with the literal "(", which the engine skips to
+    r"\((?=[\w\-/+.&]{0,9}?[^\W\d_a-z])([^\W_][\w\-/+.&]{1,9})(?:[;,][^()]{0,110})?\)"
+)
 _SHORT_CHARS = re.compile(r"^[\w\-/+.&]+$")
 _CITATION_TAIL = re.compile(r"\s*\[[\d,\s–\-]+\]\s*$")
 _BRACKETS = frozenset("()[]{}")
@@ -83,16 +87,18 @@ def _candidate_words(text_before: str, short: str) -> str:
 
 
 def _initials_long_form(short: str, candidate: str) -> str | None:
-    """The last words whose initials spell the short form ("Hormone-Sensitive Lipase" → HSL)."""
+    """The last words whose initials spell the short form ("Hormone-Sensitive Lipase" → HSL).
+
+    Built from the last word backwards, one word at a time: linear in the words tried."""
     letters = "".join(c for c in short.lower() if c.isalpha())
     words = candidate.split()
+    initials = parts = ""
     for take in range(1, min(len(words), len(letters)) + 1):
-        tail = words[-take:]
-        if "".join(w[0] for w in tail).lower() == letters:
-            return " ".join(tail)
-        parts = "".join(p[0] for w in tail for p in w.split("-") if p and p[0].isalpha())
-        if parts.lower() == letters:
-            return " ".join(tail)
+        word = words[-take]
+        initials = word[0].lower() + initials
+        parts = "".join(p[0] for p in word.split("-") if p and p[0].isalpha()).lower() + parts
+        if initials == letters or parts == letters:
+            return " ".join(words[-take:])
     return None
 
 

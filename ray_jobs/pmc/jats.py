@@ -141,7 +141,11 @@ def _abstract(meta: etree._Element | None, needs: Collection[etree._Element]) ->
                 parts.append(_text(child, needs))
                 continue
             title = _text(child.find("title"), needs)
-            body = " ".join(_text(p, needs) for p in child if p.tag not in ("title", "label"))
+            body = " ".join(
+                _text(p, needs)
+                for p in child
+                if isinstance(p.tag, str) and p.tag not in ("title", "label")
+            )
             if title and not title.endswith((":", ".", "?")):
                 title += ":"
             parts.append(f"{title} {body}" if title else body)

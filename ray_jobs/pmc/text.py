@@ -543,6 +543,8 @@ class Sentences:
             return last[2]
         if last is not None and offset >= last[1]:
             self._floor = last[1]
+        elif offset < self._floor:  # out of order after all: search from the start again
+            self._floor = 0
         start = self._start_before(offset)
         end = self._end_after(offset)
         sentence = self._text[start:end].strip()
