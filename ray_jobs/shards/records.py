@@ -70,6 +70,9 @@ class PanelRecord:
     modality: str | None = None  # taxonomy L2
     modality_l1: str | None = None
     modality_score: float | None = None
+    # which evidence decided keep or drop (image, subcaption, caption, ...), and all of it
+    modality_decided_by: str | None = None
+    modality_evidence: list[str] = field(default_factory=list)
     inline_mentions: list[str] = field(default_factory=list)
     long_caption: str | None = None
     feasibility: list[Feature] = field(default_factory=list)
@@ -120,6 +123,7 @@ _TYPES: dict[str, pa.DataType] = {
     "detector_score": pa.float32(),
     "modality_score": pa.float32(),
     "inline_mentions": pa.list_(pa.string()),
+    "modality_evidence": pa.list_(pa.string()),
     "feasibility": pa.list_(FEATURE),
     "llm_prompt_tokens": pa.int32(),
     "llm_completion_tokens": pa.int32(),
@@ -144,6 +148,7 @@ REJECT_SCHEMA = pa.schema(
         ("modality", pa.string()),
         ("modality_l1", pa.string()),
         ("modality_score", pa.float32()),
+        ("modality_decided_by", pa.string()),
         ("sha256", pa.string()),
         ("width", pa.int32()),
         ("height", pa.int32()),
