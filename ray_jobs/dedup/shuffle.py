@@ -101,13 +101,15 @@ def find_duplicates(
 ) -> Verdicts:
     import ray
 
-    @ray.remote
+    # the two tasks that hold a whole bucket get a fresh worker each: a reused worker keeps
+    # the high-water mark of every bucket it has held, so its memory would grow with the data
+    @ray.remote(max_calls=1)
     def route(batch: list[HashSource], n: int) -> list[groups.BucketRows]:
         table = pa.concat_tables([read_hashes(output, s) for s in batch])
         out = groups.route(table, n, bits)
         return out[0] if n == 1 else out
 
-    @ray.remote
+    @ray.remote(max_calls=1)
     def judge(*rows: groups.BucketRows) -> pa.Table:
         return groups.judge(rows, bits)
 
