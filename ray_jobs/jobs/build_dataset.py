@@ -39,6 +39,7 @@ import pyarrow as pa
 from ray_jobs import __version__
 from ray_jobs.config import Settings, load_settings
 from ray_jobs.logs import setup_logging
+from ray_jobs.pipeline.plan import Plan, make_plan
 from ray_jobs.pmc.ledger import Ledger, LedgerEntry
 from ray_jobs.shards import manifest as mf
 from ray_jobs.shards.part import FAILURES, REJECTS
@@ -197,8 +198,6 @@ def _build(
 ) -> BuildReport:
     """The run, holding the output's lease: orphans of a killed run are removed only now (they
     cannot be a live run's files), and every commit first checks the lease is still ours."""
-    from ray_jobs.pipeline.plan import make_plan
-
     ledger = Ledger.load(storage)
     committed = ledger.committed_parts()
     report.orphans_removed = ledger.remove_orphans((FAILURES, REJECTS)) + mf.remove_orphans(
@@ -291,10 +290,7 @@ def _writer_args(settings: Settings, kind: str) -> dict[str, Any]:
 
 
 def stage_parts(
-    settings: Settings,
-    storage: Storage,
-    plan,
-    lease: OutputLease,  # type: ignore[no-untyped-def]
+    settings: Settings, storage: Storage, plan: Plan, lease: OutputLease
 ) -> dict[str, dict[str, int]]:
     """Run the parts not staged yet through fetch, panels and relevance; returns every plan
     part's staged fragments (path -> panels kept in it)."""
