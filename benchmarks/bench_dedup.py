@@ -3,7 +3,8 @@
 build's own distributed step (``ray_jobs.dedup.shuffle.find_duplicates`` on a local Ray).
 
 Each size runs in a fresh process with its own Ray instance, so the peaks are its own: the
-driver's peak RSS, and the largest peak RSS of any Ray worker process (sampled every 0.2 s).
+driver's peak RSS, and the largest private memory (USS) of any Ray worker process, sampled every
+0.2 s (its RSS is printed too: it also counts the shared object-store pages it touched).
 Memory per process must stay flat as the dataset grows. The reference is the same verdicts
 computed in one process (``groups.verdicts_in_one``: every hash row in one table, as a single
 dedup actor would hold them), run at the sizes it can take here.
@@ -80,22 +81,31 @@ def write_inputs(root: Path, n: int) -> list:  # run in its own process: see ``c
 
 
 class WorkerPeak:
-    """The largest RSS of any Ray worker process seen while running."""
+    """The largest memory of any Ray worker process seen while running: its private memory
+    (USS), and its RSS, which also counts the pages of Ray's shared object store the worker
+    has touched (shared with every other process, and growing with what passed through it)."""
 
     def __init__(self) -> None:
         import psutil
 
         self.psutil = psutil
         self.peak = 0
+        self.peak_rss = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            for proc in self.psutil.process_iter(["cmdline", "memory_info"]):
+            for proc in self.psutil.process_iter(["cmdline"]):
                 cmd = proc.info["cmdline"] or []
-                if cmd and cmd[0].startswith("ray::") and proc.info["memory_info"]:
-                    self.peak = max(self.peak, proc.info["memory_info"].rss)
+                if not (cmd and cmd[0].startswith("ray::")):
+                    continue
+                try:
+                    memory = proc.memory_full_info()
+                except (self.psutil.NoSuchProcess, self.psutil.AccessDenied):
+                    continue
+                self.peak = max(self.peak, memory.uss)
+                self.peak_rss = max(self.peak_rss, memory.rss)
             time.sleep(0.2)
 
     def __enter__(self) -> WorkerPeak:
@@ -130,6 +140,7 @@ def run_distributed(root: Path, n: int, rows_per_bucket: int) -> dict:
         "driver_mb": peak / 1024,
         "driver_before_mb": base / 1024,
         "worker_mb": workers.peak / 2**20,
+        "worker_rss_mb": workers.peak_rss / 2**20,
         "dropped": verdicts.dropped,
         "buckets": len(verdicts.buckets),
         "rounds": verdicts.rounds,
@@ -195,12 +206,13 @@ def main() -> None:
     print(f"\ndedup over hash rows (half published), rows per bucket {args.rows_per_bucket}")
     print(
         f"{'panels':>11} {'dedup':>10} {'s':>8} {'driver MB':>10} {'worker MB':>10} "
-        f"{'dropped':>9} {'buckets':>8}"
+        f"{'worker RSS':>11} {'dropped':>9} {'buckets':>8}"
     )
     for n, kind, r in rows:
         print(
             f"{n:>11,} {kind:>10} {r['seconds']:>8.1f} {r['driver_mb']:>10.0f} "
-            f"{r.get('worker_mb', 0):>10.0f} {r['dropped']:>9,} {r.get('buckets', 1):>8}"
+            f"{r.get('worker_mb', 0):>10.0f} {r.get('worker_rss_mb', 0):>11.0f} "
+            f"{r['dropped']:>9,} {r.get('buckets', 1):>8}"
         )
     ours = [r for _, k, r in rows if k == "ours"]
     if len(ours) > 1:
