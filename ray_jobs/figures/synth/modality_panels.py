@@ -17,7 +17,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
 from ray_jobs.figures.synth.fonts import font
-from ray_jobs.figures.synth.panels import Maker
+from ray_jobs.figures.synth.panels import Maker, array_to_rgb
 
 
 def _blur(arr: np.ndarray, radius: float) -> np.ndarray:
@@ -29,10 +29,6 @@ def _smooth_noise(rng: np.random.Generator, w: int, h: int, radius: float) -> np
     """Zero-mean noise in about [-1, 1] with structure at ``radius`` pixels."""
     field = _blur(np.clip(rng.normal(128, 60, (h, w)), 0, 255), radius) - 128
     return field / max(1.0, float(np.abs(field).max()))
-
-
-def _rgb(arr: np.ndarray) -> Image.Image:
-    return Image.fromarray(np.clip(arr, 0, 255).astype(np.uint8)).convert("RGB")
 
 
 def mri_slice(rng: np.random.Generator, w: int, h: int) -> Image.Image:
@@ -54,7 +50,7 @@ def mri_slice(rng: np.random.Generator, w: int, h: int) -> Image.Image:
     arr[ventricles & brain] = csf
     arr[(d >= 0.95) & (d < 1.05)] = rng.uniform(150, 230)  # scalp fat
     arr += 18 * _smooth_noise(rng, w, h, 1.2) + rng.normal(0, 4, (h, w))
-    return _rgb(_blur(arr, rng.uniform(0.6, 1.4)))
+    return array_to_rgb(_blur(arr, rng.uniform(0.6, 1.4)))
 
 
 def pet_scan(rng: np.random.Generator, w: int, h: int) -> Image.Image:
@@ -72,11 +68,11 @@ def pet_scan(rng: np.random.Generator, w: int, h: int) -> Image.Image:
     arr = np.clip(arr + 0.05 * _smooth_noise(rng, w, h, 3), 0, 1)
     style = rng.integers(3)
     if style == 0:  # black on white, as whole-body scans are printed
-        return _rgb(255 * (1 - arr))
+        return array_to_rgb(255 * (1 - arr))
     if style == 1:
-        return _rgb(255 * arr)
+        return array_to_rgb(255 * arr)
     hot = np.stack([np.clip(3 * arr, 0, 1), np.clip(3 * arr - 1, 0, 1), np.clip(3 * arr - 2, 0, 1)])
-    return _rgb(255 * hot.transpose(1, 2, 0))
+    return array_to_rgb(255 * hot.transpose(1, 2, 0))
 
 
 def angiogram(rng: np.random.Generator, w: int, h: int) -> Image.Image:
@@ -94,7 +90,7 @@ def angiogram(rng: np.random.Generator, w: int, h: int) -> Image.Image:
                 stack.append((x, y, a + rng.choice([-0.7, 0.7]), width * 0.65))
         width *= 0.8
     arr = np.asarray(img, np.float32) + 10 * _smooth_noise(rng, w, h, 8)
-    return _rgb(_blur(arr, 1.0))
+    return array_to_rgb(_blur(arr, 1.0))
 
 
 def oct_scan(rng: np.random.Generator, w: int, h: int) -> Image.Image:
@@ -116,14 +112,14 @@ def oct_scan(rng: np.random.Generator, w: int, h: int) -> Image.Image:
     arr *= 0.6 + 0.8 * rng.gamma(2.0, 0.5, (h, w)).clip(0, 1.5) / 1.5  # speckle
     if rng.random() < 0.3:  # some scanners colour the B-scan
         heat = np.clip(arr / 255, 0, 1)
-        return _rgb(255 * np.stack([heat, heat**2, 1 - heat], -1))
-    return _rgb(_blur(arr, 0.7))
+        return array_to_rgb(255 * np.stack([heat, heat**2, 1 - heat], -1))
+    return array_to_rgb(_blur(arr, 0.7))
 
 
 def electron_micrograph(rng: np.random.Generator, w: int, h: int) -> Image.Image:
     """TEM-like: grey granular field, membrane-bound organelles with dark rims and cristae."""
     arr = rng.uniform(120, 190) + 25 * _smooth_noise(rng, w, h, 2) + rng.normal(0, 10, (h, w))
-    img = _rgb(arr).convert("L")
+    img = array_to_rgb(arr).convert("L")
     draw = ImageDraw.Draw(img)
     for _ in range(int(rng.integers(3, 10))):
         x, y = rng.uniform(0, w), rng.uniform(0, h)

@@ -29,7 +29,8 @@ def _noise(rng: np.random.Generator, w: int, h: int, sigma: float, blur: float) 
     return np.asarray(img.filter(ImageFilter.GaussianBlur(blur)), dtype=np.float32) - 128
 
 
-def _gray(arr: np.ndarray) -> Image.Image:
+def array_to_rgb(arr: np.ndarray) -> Image.Image:
+    """A float array (grey or RGB, 0-255) as an RGB image, clipped."""
     return Image.fromarray(np.clip(arr, 0, 255).astype(np.uint8)).convert("RGB")
 
 
@@ -46,14 +47,14 @@ def ct_slice(rng: np.random.Generator, w: int, h: int) -> Image.Image:
         organ = ((xx - ox) / orx) ** 2 + ((yy - oy) / ory) ** 2 <= 1
         arr[organ & body] = rng.uniform(40, 230)
     arr += _noise(rng, w, h, rng.uniform(5, 25), rng.uniform(0.5, 2))
-    return _gray(arr)
+    return array_to_rgb(arr)
 
 
 def radiograph(rng: np.random.Generator, w: int, h: int) -> Image.Image:
     """X-ray-like: smooth gradients with rib-like arcs."""
     xx = np.mgrid[0:h, 0:w][1].astype(np.float32)
     arr = 60 + 80 * np.exp(-(((xx - w / 2) / (w * 0.35)) ** 2)) + _noise(rng, w, h, 30, 6)
-    img = _gray(arr)
+    img = array_to_rgb(arr)
     draw = ImageDraw.Draw(img)
     for i in range(rng.integers(4, 10)):
         y = h * (0.15 + i * 0.08)
@@ -70,7 +71,7 @@ def ultrasound(rng: np.random.Generator, w: int, h: int) -> Image.Image:
     sector = (np.abs(angle) < rng.uniform(0.5, 0.8)) & (radius < h * 1.05) & (radius > h * 0.15)
     speckle = rng.gamma(1.5, 40, (h, w)).astype(np.float32)
     arr = np.where(sector, speckle * rng.uniform(0.6, 1.2), 0)
-    return _gray(arr).filter(ImageFilter.GaussianBlur(0.8))
+    return array_to_rgb(arr).filter(ImageFilter.GaussianBlur(0.8))
 
 
 def histology(rng: np.random.Generator, w: int, h: int) -> Image.Image:
