@@ -37,14 +37,12 @@ class HashSource:
 
 def read_hashes(output: OutputSettings, source: HashSource) -> pa.Table:
     storage = open_storage(output.uri, output.s3)
-    table = read_parquet(storage, source.path)
     if source.published:
-        n = table.num_rows
-        table = table.select(["key", "sha256", "phash"])
-        table = table.append_column("part", pa.nulls(n, pa.string()))
+        table = read_parquet(storage, source.path, ["key", "sha256", "phash"])
+        table = table.append_column("part", pa.nulls(table.num_rows, pa.string()))
     else:  # a staged fragment: only panels still in the dataset take part
-        table = table.filter(pc.equal(table["status"], "ok"))
-        table = table.select(["key", "sha256", "phash", "part"])
+        table = read_parquet(storage, source.path, ["key", "sha256", "phash", "part", "status"])
+        table = table.filter(pc.equal(table["status"], "ok")).drop_columns(["status"])
     n = table.num_rows
     return table.append_column("published", pa.array([source.published] * n)).select(
         groups.HASH_SCHEMA.names

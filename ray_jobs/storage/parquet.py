@@ -17,5 +17,6 @@ def write_parquet(storage: Storage, key: str, table: pa.Table) -> None:
     storage.write_bytes(key, buffer.getvalue())
 
 
-def read_parquet(storage: Storage, key: str) -> pa.Table:
-    return pq.read_table(io.BytesIO(storage.read_bytes(key)))
+def read_parquet(storage: Storage, key: str, columns: list[str] | None = None) -> pa.Table:
+    """``columns``: decode only these (a fragment's hashes without its image bytes)."""
+    return pq.read_table(io.BytesIO(storage.read_bytes(key)), columns=columns)
