@@ -132,17 +132,19 @@ def _alive_nodes(dashboard: str) -> list[str]:
     return [n.node_id for n in list_nodes(address=dashboard) if n.state == "ALIVE"]
 
 
-def _nodes_by_task(dashboard: str) -> dict[str, set[str]]:
-    """Which nodes ran each kind of task, from Ray's state API."""
+def _nodes_by_task(dashboard: str) -> tuple[dict[str, set[str]], dict[str, int]]:
+    """Which nodes ran each kind of task, and how many tasks of it ran, from Ray's state API."""
     from ray.util.state import list_tasks
 
     with _own_address():
         tasks = list_tasks(address=dashboard, limit=10_000, raise_on_missing_output=False)
     nodes: dict[str, set[str]] = {}
+    count: dict[str, int] = {}
     for task in tasks:
         if task.node_id:
             nodes.setdefault(task.name, set()).add(task.node_id)
-    return nodes
+            count[task.name] = count.get(task.name, 0) + 1
+    return nodes, count
 
 
 def test_several_one_cpu_nodes_give_the_bytes_of_one_node(
@@ -152,8 +154,14 @@ def test_several_one_cpu_nodes_give_the_bytes_of_one_node(
     write_corpus(corpus, N_ARTICLES, "folders", seed=12)
     one, many = tmp_path / "one", tmp_path / "many"
     gcs, dashboard = three_nodes
-    # many small buckets and write batches on the cluster: the bytes must not depend on them
-    small = {"dedup_rows_per_bucket": 3, "write": {"num_cpus": 0.1, "batch_size": 2}}
+    # one article per batch, many small buckets and write batches on the cluster: the bytes must
+    # not depend on them, and there are enough tasks of each kind for SPREAD to place them apart
+    one_by_one = {"num_cpus": 0.25, "batch_size": 1}
+    small = {
+        "dedup_rows_per_bucket": 3,
+        "write": {"num_cpus": 0.1, "batch_size": 2},
+        **{stage: one_by_one for stage in ("fetch", "panels", "relevance")},
+    }
     for out, address, pipeline in ((one, ray_address, {}), (many, gcs, small)):
         config = _config(corpus, out, **pipeline)
         proc = build_job(config, tmp_path / f"{out.name}.yaml", address)
@@ -162,7 +170,9 @@ def test_several_one_cpu_nodes_give_the_bytes_of_one_node(
     assert any(k.startswith("shards/") for k in want) and want["rejects"]
     assert any("duplicate" in r["reason"] for r in want["rejects"])  # dedup had work to do
     assert got == want
-    nodes = _nodes_by_task(dashboard)
+    nodes, count = _nodes_by_task(dashboard)
     for kind in ("write_fragments", "assemble_part", "judge"):
-        ran = set().union(*(n for name, n in nodes.items() if kind in name))
-        assert len(ran) > 1, f"{kind} ran on {len(ran)} node(s): {sorted(nodes)}"
+        names = [name for name in nodes if kind in name]
+        ran = set().union(*(nodes[name] for name in names))
+        tasks = sum(count[name] for name in names)
+        assert len(ran) > 1, f"{kind}: {tasks} task(s) ran on {len(ran)} node(s)"
