@@ -22,12 +22,12 @@ from ray_jobs.pmc.safexml import parse_xml
 from ray_jobs.pmc.text import (
     BLOCK_TAGS,
     FLOAT_TAGS,
+    NESTED_TAGS,
     Sentences,
     clean_text,
     element_text,
     figure_number,
     panel_letters,
-    structure_index,
     text_with_spans,
 )
 
@@ -40,6 +40,7 @@ IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".webp", ".tif", ".tiff", "
 _MENTION_BLOCKS = BLOCK_TAGS - {"list", "sec", "caption", "tr", "list-item", "def-item"}
 # a reference inside a float's caption belongs to the caption, never to the paragraph around it
 _MENTION_STOPS = FLOAT_TAGS | {"caption"}
+_SCAN_TAGS = tuple(sorted(set(NESTED_TAGS) | {"xref"}))
 # far above any real article (the largest seen hold a few hundred figure references); beyond it
 # an article is refused with a failure row rather than stored with that many mention records
 MAX_FIGURE_REFS = 20_000
@@ -196,63 +197,97 @@ def _mention_block(xref: etree._Element) -> etree._Element:
     return xref
 
 
-def _mentions(
+def _scan(
     root: etree._Element,
+) -> tuple[set[etree._Element], list[etree._Element], list[etree._Element]]:
+    """One pass over the tree: its :func:`structure_index`, its figures and its figure
+    references, in document order (each a separate traversal before, a tenth of a bare parse
+    each on real articles)."""
+    needs: set[etree._Element] = set()
+    add = needs.add
+    figs: list[etree._Element] = []
+    xrefs: list[etree._Element] = []
+    for el in root.iter(*_SCAN_TAGS):
+        tag = el.tag
+        if tag == "xref":
+            if el.get("ref-type") == "fig" and el.get("rid"):
+                xrefs.append(el)
+            continue
+        if tag == "fig":
+            figs.append(el)
+        node = el.getparent()
+        while node is not None and node not in needs:
+            add(node)
+            node = node.getparent()
+    return needs, figs, xrefs
+
+
+def _mentions(
+    xrefs: list[etree._Element],
     fig_numbers: Mapping[str, str | None],
     max_refs: int | None,
     needs: Collection[etree._Element],
 ) -> dict[str, list]:
-    """Figure id → mentions, for every fig xref at any depth of the article.
+    """Figure id → mentions, for the figure references (``_scan``) at any depth of the article.
 
     Linear in the article: each block is rendered once with all its references marked, its
     sentence boundaries found in one pass, and each reference's sentence by binary search;
     a sentence or paragraph shared by many references is one string.
     """
+    if max_refs is not None and len(xrefs) > max_refs:
+        raise StageError(
+            STAGE,
+            "too_many_figure_refs",
+            f"more than {max_refs} figure references: refused, not a real article",
+        )
     by_block: dict[etree._Element, list[etree._Element]] = {}
-    count = 0
-    for xref in root.iter("xref"):  # faster than the equivalent XPath, measured
-        if xref.get("ref-type") == "fig" and xref.get("rid"):
-            count += 1
-            if max_refs is not None and count > max_refs:
-                raise StageError(
-                    STAGE,
-                    "too_many_figure_refs",
-                    f"more than {max_refs} figure references: refused, not a real article",
-                )
-            by_block.setdefault(_mention_block(xref), []).append(xref)
+    block_of: dict[etree._Element | None, etree._Element] = {}
+    for xref in xrefs:
+        parent = xref.getparent()  # references share a paragraph: its block is looked up once
+        block = block_of.get(parent)
+        if block is None:
+            block = block_of[parent] = _mention_block(xref)
+        group = by_block.get(block)
+        if group is None:
+            by_block[block] = [xref]
+        else:
+            group.append(xref)
     out: dict[str, list[Mention]] = {}
-    for block, xrefs in by_block.items():
-        paragraph, spans = text_with_spans(block, xrefs, needs)
+    for block, group in by_block.items():
+        paragraph, spans = text_with_spans(block, group, needs)
         sentences = Sentences(paragraph, spans)
-        for xref, span in zip(xrefs, spans, strict=True):
+        for xref, span in zip(group, spans, strict=True):
             if span is not None and span[1] > span[0]:
                 start, end = span
                 ref_text = paragraph[start:end].strip()
                 sentence = sentences.at(start)
             else:
                 ref_text, sentence = _text(xref, needs), paragraph
-            for rid in xref.get("rid", "").split():
+            rids = xref.get("rid", "")
+            for rid in rids.split():
                 if rid not in fig_numbers:
                     continue
-                panels = panel_letters(ref_text + _letter_tail(xref), fig_numbers[rid])
-                out.setdefault(rid, []).append(
-                    Mention(
-                        rid=rid,
-                        text=ref_text,
-                        sentence=sentence,
-                        paragraph=paragraph,
-                        panels=panels,
-                    )
+                tail = xref.tail
+                panels = panel_letters(
+                    ref_text + _letter_tail(tail) if tail else ref_text, fig_numbers[rid]
                 )
+                mention = Mention(
+                    rid=rid, text=ref_text, sentence=sentence, paragraph=paragraph, panels=panels
+                )
+                found = out.get(rid)
+                if found is None:
+                    out[rid] = [mention]
+                else:
+                    found.append(mention)
     return out
 
 
 _TAIL_LETTERS = re.compile(r"^([A-Za-z](?:\s*[-–—,]\s*[A-Za-z])*)(?![A-Za-z])")
 
 
-def _letter_tail(xref: etree._Element) -> str:
-    """Letters glued to the end of a reference: ``<xref>Fig. 2</xref>B`` names panel B."""
-    tail = xref.tail or ""
+def _letter_tail(tail: str) -> str:
+    """Letters glued to the end of a reference (its tail): ``<xref>Fig. 2</xref>B`` names
+    panel B."""
     m = _TAIL_LETTERS.match(tail)
     return m.group(1) if m else ""
 
@@ -274,10 +309,10 @@ def _doi_paragraphs(caption: etree._Element) -> list[etree._Element]:
 
 
 def _figures(
-    root: etree._Element, media: Mapping[str, str], needs: Collection[etree._Element]
+    figs: Iterable[etree._Element], media: Mapping[str, str], needs: Collection[etree._Element]
 ) -> list[Figure]:
     figures: list[Figure] = []
-    for fig in root.iter("fig"):
+    for fig in figs:
         fig_id = fig.get("id") or f"fig{len(figures) + 1}"
         label = caption = title = None
         for child in fig:  # a loop over the children is cheaper than two find() calls
@@ -290,7 +325,7 @@ def _figures(
                 if child.tag == "title":
                     title = child
                     break
-        hrefs = [g.get(XLINK_HREF) for g in fig.iter("graphic") if g.get(XLINK_HREF)]
+        hrefs = [h for g in fig.iter("graphic") if (h := g.get(XLINK_HREF))]
         skip = _doi_paragraphs(caption) if caption is not None else ()
         figures.append(
             Figure(
@@ -299,7 +334,7 @@ def _figures(
                 title=_text(title, needs) if caption is not None else None,
                 caption=element_text(caption, skip, needs),
                 graphics=hrefs,
-                image=resolve_image(hrefs, media),
+                image=resolve_image(hrefs, media) if media and hrefs else None,
                 bold_labels=_bold_labels(caption, needs),
             )
         )
@@ -371,10 +406,10 @@ def parse_root(
                 if journal:
                     break
     media = _media_index(media_names)
-    needs = structure_index(root)
-    figures = _figures(root, media, needs)
+    needs, figs, xrefs = _scan(root)
+    figures = _figures(figs, media, needs)
     numbers = {f.id: figure_number(f.label) for f in figures}
-    mentions = _mentions(root, numbers, max_figure_refs, needs)
+    mentions = _mentions(xrefs, numbers, max_figure_refs, needs)
     for figure in figures:
         figure.mentions = mentions.get(figure.id, [])
     keywords = [_text(kw) for kw in root.iterfind("front/article-meta/kwd-group/kwd")]

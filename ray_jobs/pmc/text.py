@@ -67,7 +67,7 @@ _STRUCTURE = tuple(_SPACED_TAGS | FLOAT_TAGS | _SPECIAL_TAGS)
 # children, and the paragraph-like blocks, are walked only when they hold one of the rarer
 # structures below (a float, a formula's alternatives, a list or quote inside a paragraph).
 _CONTAINERS = BLOCK_TAGS - {"p", "title", "label", "term", "def", "attrib"}
-_NESTED = tuple(
+NESTED_TAGS = tuple(
     FLOAT_TAGS
     | _SPECIAL_TAGS
     | {"break", "list", "disp-quote", "disp-formula", "def-item", "table"}
@@ -189,7 +189,7 @@ def structure_index(root: etree._Element) -> set[etree._Element]:
     whole. One pass over the rarer structures of the tree; each element is added once."""
     needs: set[etree._Element] = set()
     add = needs.add
-    for el in root.iter(*_NESTED):
+    for el in root.iter(*NESTED_TAGS):
         node = el.getparent()
         while node is not None and node not in needs:
             add(node)
