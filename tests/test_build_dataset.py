@@ -20,7 +20,9 @@ from PIL import Image
 
 from ray_jobs.config import load_settings
 from ray_jobs.jobs.build_dataset import CRASH_AFTER_PARTS_ENV, CRASH_EXIT_CODE, run_build
+from ray_jobs.pmc.ledger import Ledger
 from ray_jobs.pmc.sample_corpus import write_corpus
+from ray_jobs.shards import superseded
 from ray_jobs.shards.records import INDEX_SCHEMA
 from ray_jobs.storage.store import open_storage
 
@@ -72,11 +74,15 @@ def config(source: dict, uri: str, moto_endpoint: str, **pipeline) -> dict:
 
 
 def samples(storage) -> dict[str, dict]:
-    """Every sample's index row (without shard placement), by key."""
+    """Every sample a reader sees (superseded ones left out), index row by key, without
+    shard placement."""
     manifest = json.loads(storage.read_bytes("manifest.json"))
+    tombstones = superseded.from_manifest(storage, manifest)
     rows = {}
     for shard in manifest["shards"]:
         table = pq.read_table(io.BytesIO(storage.read_bytes(shard["index"])))
+        table = superseded.current(table, tombstones)
+        assert table.num_rows == shard["current"]
         for row in table.drop_columns(["shard", "member"]).to_pylist():
             assert row["key"] not in rows, f"{row['key']} written twice"
             rows[row["key"]] = row
@@ -111,7 +117,9 @@ def test_build_to_s3_contract_and_rerun(source, moto_endpoint, ray_address, s3_a
     storage = open_storage(uri, settings.output.s3)
     manifest = json.loads(storage.read_bytes("manifest.json"))
     counts = manifest["counts"]
-    assert counts["articles"] == report.listed == N_ARTICLES + 1  # one article has two versions
+    # one article is listed in two versions: the older is recorded as superseded, not built
+    assert report.listed == N_ARTICLES + 1 and report.stale == 1
+    assert counts["articles"] == N_ARTICLES and counts["articles_superseded"] == 1
     assert counts["articles_skipped"] == 1  # the retracted one: recorded, not silently lost
     assert counts["kept"] == sum(s["samples"] for s in manifest["shards"]) > 0
     assert counts["panels"] == counts["kept"] + sum(counts["dropped"].values())
@@ -190,6 +198,78 @@ def test_killed_run_resumes_with_the_same_bytes(
     listed = {name for name, _, _ in shards(out)}
     assert set(out.list("shards/")) == listed
     assert list(out.list("staging/")) == []  # committed parts leave no staging behind
+
+
+def _revise(folder, new_name: str | None = None) -> None:
+    """A new edition of an article folder: its captions changed (in place, or as a copy named
+    ``new_name``: a new PMC version of the article)."""
+    import shutil
+
+    if new_name is not None:
+        folder = shutil.copytree(folder, folder.parent / new_name)
+    for xml in [*folder.glob("*.xml"), *folder.glob("*.nxml")]:
+        xml.write_text(xml.read_text().replace("<caption><title>", "<caption><title>Revised: "))
+
+
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_republished_articles_replace_their_samples(
+    where, source, moto_endpoint, aws_credentials, ray_address, tmp_path
+):
+    """One article republished under the same version with new content, another in a new
+    version: after the next run, readers (the index with its tombstones, and the training
+    filter on the shards themselves) see only the new samples, none of the old; the new ones
+    are not judged copies of what they replace; a third run writes nothing."""
+    corpus = tmp_path / "corpus"  # a local one, to edit: ``source`` made the output bucket
+    write_corpus(corpus, 5, "folders", seed=21)
+    uri = str(tmp_path / "dataset") if where == "local" else f"s3://pmcvl-build/{tmp_path.name}"
+    cfg = config({"kind": "local", "path": str(corpus)}, uri, moto_endpoint)
+    settings = load_settings(environ={}, **cfg)
+    first = run_build(settings)
+    out = open_storage(uri, settings.output.s3)
+    before = samples(out)
+    assert first.stale == 0 and first.replaced == 0
+    same, bumped = "PMC9000001", "PMC9000003"
+    old_same = {k for k, r in before.items() if r["pmcid"] == same}
+    old_bumped = {k for k, r in before.items() if r["pmcid"] == bumped}
+    assert old_same and old_bumped
+
+    _revise(corpus / f"{same}.1")
+    _revise(corpus / f"{bumped}.1", f"{bumped}.2")
+    second = run_build(settings)
+    # the old version of the bumped article is not listed as new: the ledger names it
+    assert (second.pending, second.stale, second.replaced) == (2, 0, 2)
+    after = samples(out)
+    manifest = json.loads(out.read_bytes("manifest.json"))
+    assert manifest["superseded"]["samples"] == len(old_same) + len(old_bumped)
+    assert manifest["samples"] == len(after) == sum(s["current"] for s in manifest["shards"])
+    # the same version keeps its keys with the new content; the new version has new keys
+    assert {k for k, r in after.items() if r["pmcid"] == same} == old_same
+    assert all(after[k]["caption"].startswith("Revised: ") for k in old_same)
+    new_bumped = {k for k, r in after.items() if r["pmcid"] == bumped}
+    assert new_bumped and not new_bumped & old_bumped
+    assert {r["pmc_version"] for k, r in after.items() if k in new_bumped} == {2}
+    assert all(after[k]["caption"].startswith("Revised: ") for k in new_bumped)
+    untouched = {k: r for k, r in before.items() if r["pmcid"] not in (same, bumped)}
+    assert {k: after[k] for k in untouched} == untouched
+    # the new version's images are the old one's: none was dropped as a copy of those
+    assert len(new_bumped) == len(old_bumped)
+    assert not [r for r in rejects(out) if r[0].startswith(f"{bumped}v2") and "dup" in r[1]]
+    ledger = Ledger.load(out).entries
+    assert ledger[(bumped, 1)].status == "superseded" and ledger[(bumped, 2)].status == "ok"
+
+    if where == "local":  # what open_clip's loader sees through the training filter
+        from ray_jobs.training.exclusion import ExcludeArticles, read_superseded
+
+        keep = ExcludeArticles(
+            frozenset(), lambda sample: True, read_superseded(uri + "/manifest.json")
+        )
+        urls = [f"{uri}/{s['name']}" for s in manifest["shards"]]
+        seen = [s["__key__"] for s in wds.WebDataset(urls, shardshuffle=False) if keep(s)]
+        assert sorted(seen) == sorted(after)
+
+    third = run_build(settings)
+    assert third.pending == 0 and third.new_shards == []
+    assert samples(out) == after
 
 
 def test_shards_load_in_webdataset_hf_datasets_and_open_clip(local_run, tmp_path) -> None:

@@ -25,6 +25,7 @@ import pyarrow as pa
 from ray_jobs import __version__
 from ray_jobs.benchmark.select import CAPTION_SOURCES, Pair, select_pairs
 from ray_jobs.config import S3Settings
+from ray_jobs.shards import superseded
 from ray_jobs.storage.parquet import read_parquet, write_parquet
 from ray_jobs.storage.store import LocalStorage, Storage, open_storage
 
@@ -55,10 +56,15 @@ PAIR_SCHEMA = pa.schema(
 
 
 def split_rows(storage: Storage, manifest: dict[str, Any], split: str) -> Iterator[dict[str, Any]]:
-    """Index rows of every ``split`` shard the manifest lists (the index, not the tars)."""
+    """Index rows of every ``split`` shard the manifest lists (the index, not the tars), less
+    the samples a newer version of their article superseded."""
     for shard in manifest.get("shards", []):
         if shard.get("split") == split:
             table = read_parquet(storage, shard["index"])
+            if shard.get("superseded"):  # a newer version of the article replaced these
+                table = superseded.current(
+                    table, superseded.from_manifest(storage, manifest, shard["name"])
+                )
             yield from table.select(
                 [c for c in INDEX_COLUMNS if c in table.column_names]
             ).to_pylist()

@@ -20,31 +20,51 @@ import pyarrow.compute as pc
 
 from ray_jobs.config import OutputSettings
 from ray_jobs.dedup import groups
+from ray_jobs.shards import superseded
 from ray_jobs.storage.parquet import read_parquet
-from ray_jobs.storage.store import open_storage
+from ray_jobs.storage.store import Storage, open_storage
 
 MAX_ROUNDS = 64  # chain doubling: far more than any real chain of near copies needs
 
 
 @dataclass(frozen=True)
 class HashSource:
-    """One file of hash rows: a published index file or a staged fragment of this run."""
+    """One file of hash rows: a published index file or a staged fragment of this run. A
+    published file's samples of the ``drop`` article versions (replaced this run) and those
+    its ``tombstones`` files name (superseded earlier) are not read as published."""
 
     path: str
     published: bool
     rows: int
+    drop: tuple[tuple[str, int | None], ...] = ()
+    tombstones: tuple[str, ...] = ()
+
+
+def _published_hashes(storage: Storage, source: HashSource) -> pa.Table:
+    columns = ["key", "sha256", "phash", "shard", "pmcid", "pmc_version"]
+    table = read_parquet(storage, source.path, columns)
+    if source.drop:
+        ids = pc.binary_join_element_wise(
+            table["pmcid"], pc.cast(pc.fill_null(table["pmc_version"], -1), pa.string()), "\0"
+        )
+        gone = pa.array([f"{p}\0{-1 if v is None else v}" for p, v in source.drop], pa.string())
+        table = table.filter(pc.invert(pc.fill_null(pc.is_in(ids, gone), False)))
+    if source.tombstones and table.num_rows:
+        shard = table["shard"][0].as_py()
+        table = superseded.current(table, superseded.read(storage, source.tombstones, shard))
+    return table.select(["key", "sha256", "phash"])
 
 
 def read_hashes(output: OutputSettings, source: HashSource) -> pa.Table:
     storage = open_storage(output.uri, output.s3)
     if source.published:
-        table = read_parquet(storage, source.path, ["key", "sha256", "phash"])
+        table = _published_hashes(storage, source)
         table = table.append_column("part", pa.nulls(table.num_rows, pa.string()))
     else:  # a staged fragment: only panels still in the dataset take part
         table = read_parquet(storage, source.path, ["key", "sha256", "phash", "part", "status"])
         table = table.filter(pc.equal(table["status"], "ok")).drop_columns(["status"])
     n = table.num_rows
-    return table.append_column("published", pa.array([source.published] * n)).select(
+    return table.append_column("published", pa.array([source.published] * n, pa.bool_())).select(
         groups.HASH_SCHEMA.names
     )
 

@@ -39,9 +39,10 @@ import pyarrow as pa
 from ray_jobs import __version__
 from ray_jobs.config import Settings, load_settings
 from ray_jobs.logs import setup_logging
-from ray_jobs.pipeline.plan import Plan, make_plan
+from ray_jobs.pipeline.plan import BUILD, REPLACE, STALE, Plan, make_plan
 from ray_jobs.pmc.ledger import Ledger, LedgerEntry
 from ray_jobs.shards import manifest as mf
+from ray_jobs.shards import superseded
 from ray_jobs.shards.part import FAILURES, REJECTS
 from ray_jobs.storage.lease import OutputLease
 from ray_jobs.storage.store import Storage, open_storage
@@ -63,7 +64,9 @@ class BuildReport:
     code_version: str = __version__
     listed: int = 0
     unchanged: int = 0
-    pending: int = 0
+    pending: int = 0  # article versions built
+    stale: int = 0  # older versions listed beside a newer one: recorded, not built
+    replaced: int = 0  # published versions that a newer one replaces
     parts: list[str] = field(default_factory=list)
     new_shards: list[dict[str, Any]] = field(default_factory=list)
     counts: dict[str, Any] = field(default_factory=dict)
@@ -200,21 +203,33 @@ def _build(
     cannot be a live run's files), and every commit first checks the lease is still ours."""
     ledger = Ledger.load(storage)
     committed = ledger.committed_parts()
-    report.orphans_removed = ledger.remove_orphans((FAILURES, REJECTS)) + mf.remove_orphans(
-        storage, committed
-    )
+    report.orphans_removed = ledger.remove_orphans(
+        (FAILURES, REJECTS, superseded.SUPERSEDED)
+    ) + mf.remove_orphans(storage, committed)
     parts = mf.load_parts(storage, committed)
 
     pending, report.listed = pending_refs(settings, ledger)
-    report.pending = pending.num_rows
     report.unchanged = report.listed - pending.num_rows
-    plan = make_plan(storage, report.run_id, pending, committed, settings.output.articles_per_part)
+    plan = make_plan(
+        storage,
+        report.run_id,
+        pending,
+        ledger.latest,
+        committed,
+        settings.output.articles_per_part,
+    )
+    report.pending = plan.count(BUILD)
+    report.stale, report.replaced = plan.count(STALE), plan.count(REPLACE)
     report.resumed_parts = plan.resumed
     _clear_staging(storage, set(plan.parts))
     log.info(
-        "%d of %d listed articles are new or changed; %d part(s), %d taken over",
+        "%d of %d listed articles are new or changed (%d to build, %d older versions to skip, "
+        "%d published versions to replace); %d part(s), %d taken over",
         pending.num_rows,
         report.listed,
+        report.pending,
+        report.stale,
+        report.replaced,
         len(plan.parts),
         len(plan.resumed),
     )
@@ -228,21 +243,17 @@ def _build(
         connect_ray(settings)
         preflight(settings, report.enrichment["enabled"])
         staged = stage_parts(settings, storage, plan, lease)
-        find_and_record_duplicates(settings, parts, staged)
+        find_and_record_duplicates(settings, parts, staged, plan)
         enriched: dict[str, list[str]] | None = None
         unpublished: set[str] = set()
         if report.enrichment["enabled"]:
             enriched, unpublished = enrich_parts(settings, staged)
-        for record in assemble_parts(settings, plan.parts, staged, enriched, unpublished, report):
+        for record in assemble_parts(settings, plan, staged, enriched, unpublished, report):
             lease.check()
             _commit(record, storage, ledger, report, parts)
 
     current = mf.read_manifest(storage)
-    if (
-        not plan.parts
-        and current is not None
-        and current["shards"] == [s for p in parts for s in p["shards"]]
-    ):
+    if not plan.parts and current is not None and current["shards"] == mf.manifest_shards(parts):
         log.info("nothing to do: the dataset at %s is up to date", storage.uri)
         return report  # a rerun over the same input writes nothing
     lease.check()
@@ -301,10 +312,14 @@ def stage_parts(
     from ray_jobs.pipeline.rows import ARTICLE_CREDIT
 
     staged = {p: staging.staged(storage, p) for p in plan.parts}
+    sizes = plan.sizes()
+    for part in plan.parts:
+        if staged[part] is None and sizes[part] == 0:  # it only records older versions
+            staging.mark_staged(storage, part, {})
+            staged[part] = {"fragments": {}}
     todo = [p for p in plan.parts if staged[p] is None]
     if todo:
         refs = plan.refs_of(set(todo))
-        sizes = plan.sizes()
         expected = {p: sizes[p] * ARTICLE_CREDIT for p in todo}
         _pipeline_context(settings)
         p = settings.pipeline
@@ -342,10 +357,15 @@ def stage_parts(
 
 
 def find_and_record_duplicates(
-    settings: Settings, parts: list[dict[str, Any]], staged: dict[str, dict[str, int]]
+    settings: Settings,
+    parts: list[dict[str, Any]],
+    staged: dict[str, dict[str, int]],
+    plan: Plan,
 ) -> int:
     """Verdicts for this run's kept panels against the published ones and each other, written
-    per part; returns how many panels are duplicates."""
+    per part; returns how many panels are duplicates. Published samples that an earlier part
+    superseded, or that this run replaces, take no part: a new version is never judged a
+    copy of the version it replaces."""
     import ray
 
     from ray_jobs.dedup.shuffle import HashSource, find_duplicates, task_options
@@ -359,7 +379,21 @@ def find_and_record_duplicates(
     ]
     if not new:
         return 0
-    published = [HashSource(s["index"], True, s["samples"]) for p in parts for s in p["shards"]]
+    replaced: dict[str, list[tuple[str, int | None]]] = {}
+    for row in plan.replaced().to_pylist():
+        replaced.setdefault(row["old_part"], []).append((row["pmcid"], row["version"]))
+    tombstones = superseded.per_shard(parts)
+    published = [
+        HashSource(
+            s["index"],
+            True,
+            s["samples"],
+            drop=tuple(replaced.get(p["part"], ())),
+            tombstones=tuple(tombstones.get(s["name"], ())),
+        )
+        for p in parts
+        for s in p["shards"]
+    ]
     p = settings.pipeline
     verdicts = find_duplicates(
         settings.output,
@@ -419,7 +453,7 @@ def enrich_parts(
 
 def assemble_parts(
     settings: Settings,
-    names: list[str],
+    plan: Plan,
     staged: dict[str, dict[str, int]],
     enriched: dict[str, list[str]] | None,
     unpublished: set[str],
@@ -436,8 +470,8 @@ def assemble_parts(
     window = max(2, int(ray.cluster_resources().get("CPU", 1)) * 2)
     futures: dict[str, Any] = {}
     done: dict[str, dict[str, Any]] = {}
-    queue = list(names)
-    for name in names:
+    queue = list(plan.parts)
+    for name in plan.parts:
         while queue and len(futures) < window:
             part = queue.pop(0)
             futures[part] = task.remote(
@@ -448,6 +482,7 @@ def assemble_parts(
                 None if enriched is None else sorted(enriched[part]),
                 unpublished_ref,
                 settings.pipeline.samples_per_shard,
+                plan.others_of(part),
             )
         while name not in done:
             ready, _ = ray.wait(list(futures.values()), num_returns=1)

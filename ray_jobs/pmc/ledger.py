@@ -26,7 +26,8 @@ from ray_jobs.storage.store import Storage
 log = logging.getLogger(__name__)
 
 LEDGER_PREFIX = "_ledger"
-Status = Literal["ok", "failed", "skipped"]
+# superseded: an older version, replaced in the dataset by a newer one of the same article
+Status = Literal["ok", "failed", "skipped", "superseded"]
 REF_SCHEMA = pa.schema(
     [
         ("pmcid", pa.string()),
@@ -197,7 +198,7 @@ class Ledger:
             chunks.append(joined.filter(pc.fill_null(needs, True)).select(REF_SCHEMA.names))
         pending = pa.concat_tables(chunks) if chunks else REF_SCHEMA.empty_table()
         order = pc.sort_indices(
-            pa.table({"p": pending["pmcid"], "v": pc.fill_null(pending["version"], 0)}),
+            pa.table({"p": pending["pmcid"], "v": _join_version(pending["version"])}),
             sort_keys=[("p", "ascending"), ("v", "ascending")],
         )
         return pending.take(order), listed

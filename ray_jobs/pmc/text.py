@@ -389,6 +389,7 @@ _BOUNDARY = re.compile(r"[.!?]+[\"'”’)\]]* (?=[\"'“‘(\[]?[A-Z0-9])")
 _PERIOD_BOUNDARY = re.compile(r"\.[\"'”’)\]]* (?=[\"'“‘(\[]?[A-Z0-9])")
 _OPENERS = "([{\"'“‘"
 _CLOSERS = ")]}\"'”’"
+_BRACKETING = _OPENERS + _CLOSERS
 
 
 def _is_initial(text: str, start: int, token: str, next_char: str) -> bool:
@@ -417,7 +418,7 @@ def _is_boundary(text: str, pos: int, end: int) -> bool:
         return True  # "?" and "!" always end one
     start = text.rfind(" ", max(0, pos - 40), pos) + 1
     token = text[start:pos]
-    bare = token.strip(_OPENERS + _CLOSERS)
+    bare = token.strip(_BRACKETING)
     if not bare:
         return True
     low = bare.lower()

@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 
 from ray_jobs.captions.tokens import WINDOWS, long_tokens, token_waste
 from ray_jobs.failures import FAILURE_SCHEMA
+from ray_jobs.shards import superseded
 from ray_jobs.shards.manifest import PARTS
 from ray_jobs.shards.records import INDEX_SCHEMA, REJECT_SCHEMA
 from ray_jobs.storage.store import Storage
@@ -32,6 +33,7 @@ FUNNEL = ("articles", "figures", "panels", "kept", "enriched")
 FUNNEL_LOSSES = ("articles_failed", "articles_skipped", "figures_failed")
 _INDEX_COLUMNS = (
     "key",
+    "shard",
     "figure_key",
     "pmcid",
     "license",
@@ -337,6 +339,7 @@ def compute_stats(
 
     index_keys = [s["index"] for s in shards if s.get("index")]
     index = _read_parts(storage, index_keys, INDEX_COLUMNS, stats.warnings)
+    index = superseded.current(index, superseded.from_manifest(storage, manifest))
     rejects = _read_parts(storage, _parts(storage, "rejects"), REJECT_SCHEMA, stats.warnings)
     failures = _read_parts(storage, _parts(storage, "failures"), FAILURE_SCHEMA, stats.warnings)
 

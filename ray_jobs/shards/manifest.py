@@ -27,6 +27,10 @@ def part_key(part: str) -> str:
     return f"{PARTS}/{part}.json"
 
 
+def read_part(storage: Storage, part: str) -> dict[str, Any]:
+    return json.loads(storage.read_bytes(part_key(part)))
+
+
 def load_parts(storage: Storage, committed: set[str]) -> list[dict[str, Any]]:
     records = []
     for key in sorted(storage.list(PARTS)):
@@ -68,13 +72,32 @@ def add_counts(total: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
     return total
 
 
+def manifest_shards(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every committed shard, with how many of its samples later parts superseded (its
+    ``samples`` stay what the tar holds; ``current`` is what readers see)."""
+    gone: dict[str, int] = {}
+    for part in parts:
+        for shard, n in (part.get("superseded") or {}).get("shards", {}).items():
+            gone[shard] = gone.get(shard, 0) + n
+    shards = []
+    for part in parts:
+        for shard in part["shards"]:
+            n = gone.get(shard["name"], 0)
+            shards.append({**shard, "superseded": n, "current": shard["samples"] - n})
+    return shards
+
+
 def build_manifest(parts: list[dict[str, Any]], **fields: Any) -> dict[str, Any]:
-    shards = [s for p in parts for s in p["shards"]]
+    """``splits`` and ``samples`` count the samples readers see: superseded ones are listed
+    under ``superseded`` (their tombstone files), never counted twice."""
+    from ray_jobs.shards import superseded
+
+    shards = manifest_shards(parts)
     splits: dict[str, dict[str, int]] = {}
     for shard in shards:
         entry = splits.setdefault(shard["split"], {"shards": 0, "samples": 0})
         entry["shards"] += 1
-        entry["samples"] += shard["samples"]
+        entry["samples"] += shard["current"]
     counts: dict[str, Any] = {}
     for part in parts:
         add_counts(counts, part["counts"])
@@ -82,8 +105,13 @@ def build_manifest(parts: list[dict[str, Any]], **fields: Any) -> dict[str, Any]
         "format": FORMAT,
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "runs": sorted({p["run_id"] for p in parts}),
+        "samples": sum(s["current"] for s in shards),
         "shards": shards,
         "splits": splits,
+        "superseded": {
+            "samples": sum(s["superseded"] for s in shards),
+            "files": superseded.files(parts),
+        },
         "counts": counts,
         **fields,
     }

@@ -6,10 +6,16 @@ duplicate verdicts applied, and written as shards named after the part
 failures tables, and ``parts/<part>.json``. Nothing here depends on which worker or node
 ran the part, or when: the same rows and config give the same bytes. The driver then
 commits the part by writing its ledger segment from the entries returned here.
+
+The part also settles the plan's other rows for its articles: stale versions are recorded as
+superseded, and the samples of versions already in the dataset that this part replaces get
+tombstones (``ray_jobs.shards.superseded``), whatever became of the new version: the dataset
+follows the newest version the source lists, and a failure row says when that one failed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -20,6 +26,7 @@ from ray_jobs.failures import FAILURE_SCHEMA, FailureRecord
 from ray_jobs.pipeline.rows import ARTICLE, DROPPED, FAILED, OK, Row, failure_row
 from ray_jobs.pmc.ledger import LedgerEntry
 from ray_jobs.shards import manifest as mf
+from ray_jobs.shards import superseded
 from ray_jobs.shards.records import REJECT_SCHEMA, PanelRecord
 from ray_jobs.shards.writer import ShardInfo, ShardWriter
 from ray_jobs.storage.parquet import write_parquet
@@ -42,6 +49,8 @@ def _counts() -> dict[str, Any]:
         "enriched",
         "present",
         "failures",
+        "articles_superseded",
+        "superseded",
     )
     return {**dict.fromkeys(names, 0), "dropped": {}, "detector_dropped": {}}
 
@@ -144,8 +153,40 @@ class PartAssembler:
             entry = LedgerEntry.for_ref(ref, "ok", self.name)
         self.entries.append(entry)
 
-    def assemble(self, storage: Storage, rows: list[Row], samples_per_shard: int) -> dict[str, Any]:
-        """Write the part's shards and tables and its record; returns the record."""
+    def _retire(self, storage: Storage, others: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+        """Superseded entries for the older versions, tombstones for their samples."""
+        from ray_jobs.pmc.records import ArticleRef
+
+        seen = {(e.pmcid, e.version) for e in self.entries}
+        by_old_part: dict[str, list[tuple[str, int | None]]] = {}
+        for row in others:
+            if row["role"] == "replace":
+                by_old_part.setdefault(row["old_part"], []).append((row["pmcid"], row["version"]))
+            if (row["pmcid"], row["version"]) in seen:
+                continue  # the same version, republished: its new entry stands
+            seen.add((row["pmcid"], row["version"]))
+            ref = ArticleRef(row["pmcid"], row["version"], row["etag"], "", "")
+            self.entries.append(LedgerEntry.for_ref(ref, "superseded", self.name))
+            self.counts["articles_superseded"] += 1
+        tables = [
+            superseded.retired(storage, mf.read_part(storage, old), articles, self.name)
+            for old, articles in sorted(by_old_part.items())
+        ]
+        if not tables:
+            return None
+        table = pa.concat_tables(tables)
+        self.counts["superseded"] += table.num_rows
+        return superseded.write(storage, self.name, table)
+
+    def assemble(
+        self,
+        storage: Storage,
+        rows: list[Row],
+        samples_per_shard: int,
+        others: Sequence[dict[str, Any]] = (),
+    ) -> dict[str, Any]:
+        """Write the part's shards and tables and its record; returns the record. ``others``
+        are the part's stale and replace plan rows."""
         rows = sorted(rows, key=lambda r: (r["key"], r["status"]))
         writers = {
             split: ShardWriter(storage, split, samples_per_shard, self.name, self.run_id)
@@ -158,6 +199,7 @@ class PartAssembler:
             if row["status"] == ARTICLE:
                 self._close_article(row["record"])
         shards: list[ShardInfo] = [s for w in writers.values() for s in w.close()]
+        retired = self._retire(storage, others)
         if self.failures:
             table = pa.Table.from_pylist(self.failures, schema=FAILURE_SCHEMA)
             write_parquet(storage, f"{FAILURES}/{self.name}.parquet", table)
@@ -171,6 +213,8 @@ class PartAssembler:
             "counts": self.counts,
             "entries": [asdict(e) for e in self.entries],
         }
+        if retired:
+            record["superseded"] = retired
         mf.write_json(
             storage, mf.part_key(self.name), {k: v for k, v in record.items() if k != "entries"}
         )
@@ -185,9 +229,11 @@ def assemble_part(
     enriched: list[str] | None,
     unpublished: list[str],
     samples_per_shard: int,
+    others: list[dict[str, Any]],
 ) -> dict[str, Any]:
     """A Ray task: the part's staged rows (their enriched versions, when enrichment ran) with
-    the duplicate verdicts applied, written out; returns the part record with its entries."""
+    the duplicate verdicts applied, written out, and its plan's other rows settled; returns
+    the part record with its entries."""
     from ray_jobs.pipeline import staging
 
     storage = open_storage(output.uri, output.s3)
@@ -197,4 +243,4 @@ def assemble_part(
         rows = [r for r in rows if r["status"] != OK or r["key"] in verdicts]
         rows += staging.read_rows(storage, enriched)
     rows = apply_verdicts(rows, verdicts, set(unpublished))
-    return PartAssembler(part, run_id).assemble(storage, rows, samples_per_shard)
+    return PartAssembler(part, run_id).assemble(storage, rows, samples_per_shard, others)

@@ -6,6 +6,9 @@ through ``filter_no_caption_or_no_image`` before decoding; this module wraps whi
 installed (open_clip's own, or the caption-key one) with one that first drops each sample whose
 JSON ``pmcid`` is held out. A sample whose JSON cannot be read is dropped too: its article is
 unknown, so it cannot be shown not to be held out.
+
+The same filter drops the samples a newer version of their article superseded (the manifest's
+tombstone files, matched on shard file and key), so training never sees two versions.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -55,21 +58,45 @@ class HasCaptionAndImage:
         return "txt" in sample and any(ext in sample for ext in IMAGE_EXTS)
 
 
+def sample_id(shard: str, key: str) -> str:
+    """A sample's identity across versions: its shard's file name and its key."""
+    return f"{PurePosixPath(shard).name}\0{key}"
+
+
+def read_superseded(manifest_path: str | Path) -> frozenset[str]:
+    """The superseded samples of a pulled dataset, as :func:`sample_id` values."""
+    manifest_path = Path(manifest_path)
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    root = manifest_path.resolve().parent
+    ids: set[str] = set()
+    for name in (manifest.get("superseded") or {}).get("files", []):
+        table = pq.read_table(root / name, columns=["shard", "key"])
+        ids.update(map(sample_id, table["shard"].to_pylist(), table["key"].to_pylist()))
+    return frozenset(ids)
+
+
 @dataclass(frozen=True)
 class ExcludeArticles:
-    """Drop held-out (or unidentifiable) samples, then apply the caption filter ``then``."""
+    """Drop held-out (or unidentifiable) and superseded samples, then apply the caption
+    filter ``then``."""
 
     articles: frozenset[str]
     then: Callable[[dict[str, Any]], bool]
+    superseded: frozenset[str] = frozenset()
 
     def __call__(self, sample: dict[str, Any]) -> bool:
+        if self.superseded and (
+            sample_id(str(sample.get("__url__", "")), str(sample.get("__key__", "")))
+            in self.superseded
+        ):
+            return False
         article = sample_article(sample.get("json"))
         if article is _UNKNOWN or article in self.articles:
             return False
         return self.then(sample)
 
 
-def install_exclusion(articles: Iterable[str]) -> None:
+def install_exclusion(articles: Iterable[str], superseded: frozenset[str] = frozenset()) -> None:
     """Make open_clip's webdataset loader (this process) skip ``articles``.
 
     Call after ``install_caption_key``: the caption filter it installed runs second.
@@ -81,11 +108,15 @@ def install_exclusion(articles: Iterable[str]) -> None:
         current = current.then
     elif getattr(current, "__module__", "") == data.__name__:
         current = HasCaptionAndImage()  # open_clip's function, which would not pickle once swapped
-    data.filter_no_caption_or_no_image = ExcludeArticles(frozenset(articles), current)
+    data.filter_no_caption_or_no_image = ExcludeArticles(frozenset(articles), current, superseded)
 
 
 def count_kept(
-    manifest_path: str | Path, split: str, shard_urls: Iterable[str], articles: frozenset[str]
+    manifest_path: str | Path,
+    split: str,
+    shard_urls: Iterable[str],
+    articles: frozenset[str],
+    superseded: frozenset[str] = frozenset(),
 ) -> tuple[int, int]:
     """``(kept, dropped)`` samples of the chosen shards, counted from their Parquet index.
 
@@ -101,8 +132,12 @@ def count_kept(
             continue
         if not shard.get("index"):
             raise ValueError(f"{manifest_path}: {shard['name']} has no index to count exclusions")
-        pmcids = pq.read_table(root / shard["index"], columns=["pmcid"]).column(0).to_pylist()
-        held = sum(article_id(p) in articles for p in pmcids)
+        index = pq.read_table(root / shard["index"], columns=["pmcid", "key"])
+        pmcids = index["pmcid"].to_pylist()
+        held = sum(
+            article_id(p) in articles or sample_id(shard["name"], k) in superseded
+            for p, k in zip(pmcids, index["key"].to_pylist(), strict=True)
+        )
         kept += len(pmcids) - held
         dropped += held
     return kept, dropped

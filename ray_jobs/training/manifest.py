@@ -50,7 +50,7 @@ def select_shards(
         if not path.is_file():
             raise FileNotFoundError(f"manifest {manifest_path} lists {name}, not found at {path}")
         urls.append(str(path))
-        total += int(shard["samples"])
+        total += int(shard.get("current", shard["samples"]))  # less superseded samples
     if not urls:
         raise ValueError(f"manifest {manifest_path}: no {split!r} shards left to train on")
     return ShardSelection(urls=tuple(urls), num_samples=total, excluded=tuple(left_out))

@@ -81,18 +81,21 @@ def pull_dataset(
     if not shards:
         raise ValueError(f"{manifest_uri}: no {split!r} shards")
     pulled = skipped = 0
-    for shard in shards:
-        for key, sha in ((shard["name"], shard.get("sha256")), (shard.get("index"), None)):
-            if not key:
-                continue
-            path = dest / check_key(key)
-            if path.is_file() and sha and sha256_file(path) == sha:
-                skipped += 1
-                continue
-            _fetch(root_uri, key, path, s3)
-            if sha and sha256_file(path) != sha:
-                raise ValueError(f"{root_uri}/{key}: sha256 differs from the manifest's")
-            pulled += 1
+    wanted = [(s["name"], s.get("sha256")) for s in shards]
+    wanted += [(s.get("index"), None) for s in shards]
+    # tombstones of superseded samples: the trainer leaves those out
+    wanted += [(name, None) for name in (manifest.get("superseded") or {}).get("files", [])]
+    for key, sha in wanted:
+        if not key:
+            continue
+        path = dest / check_key(key)
+        if path.is_file() and sha and sha256_file(path) == sha:
+            skipped += 1
+            continue
+        _fetch(root_uri, key, path, s3)
+        if sha and sha256_file(path) != sha:
+            raise ValueError(f"{root_uri}/{key}: sha256 differs from the manifest's")
+        pulled += 1
     local = {**manifest, "shards": shards, "pulled_from": manifest_uri}
     (dest / f".{MANIFEST}.source").unlink()
     tmp = dest / f".{MANIFEST}.part"

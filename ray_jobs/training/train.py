@@ -19,7 +19,12 @@ from pathlib import Path
 from ray_jobs.training.argv import PRECISIONS, TrainArgs, build_train_argv
 from ray_jobs.training.caption_key import DEFAULT as DEFAULT_CAPTION_KEY
 from ray_jobs.training.caption_key import install_caption_key
-from ray_jobs.training.exclusion import count_kept, install_exclusion, read_excluded
+from ray_jobs.training.exclusion import (
+    count_kept,
+    install_exclusion,
+    read_excluded,
+    read_superseded,
+)
 from ray_jobs.training.manifest import select_shards
 from ray_jobs.training.model_config import OFFLINE_ENV, prepare_model, template_names
 from ray_jobs.training.sync import copy_tree
@@ -87,12 +92,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     install_caption_key(opts.caption_key)
     num_samples = shards.num_samples
-    if opts.exclude_articles:  # after the caption key: its filter runs second
-        articles = read_excluded(opts.exclude_articles)
-        num_samples, dropped = count_kept(opts.manifest, opts.split, shards.urls, articles)
-        install_exclusion(articles)
+    superseded = read_superseded(opts.manifest)
+    if opts.exclude_articles or superseded:  # after the caption key: its filter runs second
+        articles = read_excluded(opts.exclude_articles) if opts.exclude_articles else frozenset()
+        num_samples, dropped = count_kept(
+            opts.manifest, opts.split, shards.urls, articles, superseded
+        )
+        install_exclusion(articles, superseded)
         print(
-            f"excluding {len(articles)} articles: {dropped} samples dropped, {num_samples} kept",
+            f"excluding {len(articles)} articles and {len(superseded)} superseded samples: "
+            f"{dropped} samples dropped, {num_samples} kept",
             file=sys.stderr,
         )
         if num_samples < 1:
