@@ -25,14 +25,15 @@ from dataclasses import asdict, dataclass, field
 from itertools import islice
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ray_jobs import __version__
 from ray_jobs.config import Settings
-from ray_jobs.failures import FAILURE_SCHEMA, FailureRecord, StageError
+from ray_jobs.failures import FAILURE_SCHEMA, FailureRecord
 from ray_jobs.pmc.article_table import ARTICLE_SCHEMA, article_row, articles_table
-from ray_jobs.pmc.jats import parse_package
-from ray_jobs.pmc.ledger import Ledger, LedgerEntry
+from ray_jobs.pmc.fetch import RETRACTED, fetch_and_parse, ledger_entry
+from ray_jobs.pmc.ledger import Ledger
 from ray_jobs.pmc.records import ArticleRef
 from ray_jobs.pmc.sources import ArticleSource, open_source
 from ray_jobs.storage.lease import OutputLease
@@ -74,16 +75,10 @@ class _Outcome:
 
 
 def _process(source: ArticleSource, ref: ArticleRef, settings: Settings) -> _Outcome:
-    stage = "fetch"
-    try:
-        package = source.fetch(ref)
-        stage = "parse"
-        article = parse_package(package, settings.archive.max_xml_bytes)
-        return _Outcome(ref, row=article_row(ref, article, __version__))
-    except Exception as exc:  # any failure of one article is that article's failure row
-        if not isinstance(exc, StageError):
-            log.debug("unexpected error on %s", ref.key, exc_info=True)
-        return _Outcome(ref, failure=FailureRecord.from_exception(ref.key, stage, exc))
+    got = fetch_and_parse(source, ref, settings.archive.max_xml_bytes)
+    if isinstance(got, FailureRecord):
+        return _Outcome(ref, failure=got)
+    return _Outcome(ref, row=article_row(ref, got[1], __version__))
 
 
 def _chunks(items: Iterable[ArticleRef], size: int) -> Iterator[list[ArticleRef]]:
@@ -114,20 +109,18 @@ def _write_part(
     if failures:
         table = pa.Table.from_pylist([f.to_row() for f in failures], schema=FAILURE_SCHEMA)
         write_parquet(storage, f"{FAILURES}/{part}.parquet", table)
-    entries = []
-    for o in outcomes:
-        if o.failure is None:
-            entries.append(LedgerEntry.for_ref(o.ref, "ok", part))
-        elif o.failure.error_type == "retracted":
-            entries.append(LedgerEntry.for_ref(o.ref, "skipped", part))
-        else:
-            entries.append(LedgerEntry.for_ref(o.ref, "failed", part, o.failure.retryable))
+    entries = [
+        ledger_entry(o.ref, part)
+        if o.failure is None
+        else ledger_entry(o.ref, part, o.failure.error_type, o.failure.retryable)
+        for o in outcomes
+    ]
     ledger.commit(part, entries)
     report.parts.append(part)
     report.articles += len(rows)
     report.figures += sum(int(r["n_figures"]) for r in rows)  # type: ignore[call-overload]
     for f in failures:
-        if f.error_type == "retracted":
+        if f.error_type == RETRACTED:
             report.skipped += 1
         else:
             report.failed += 1
@@ -232,16 +225,18 @@ def read_table(storage: Storage, prefix: str) -> pa.Table:
 def current_articles(storage: Storage) -> pa.Table:
     """The articles table as of the latest ledger entry of each article version."""
     ledger = Ledger.load(storage)
-    latest = {
-        (e.pmcid if e.version is None else f"{e.pmcid}.{e.version}"): e.part
-        for e in ledger.entries.values()
-        if e.status == "ok"
-    }
+    ok = ledger.latest.filter(pc.equal(ledger.latest["status"], "ok"))
+    # source_key (PMC1.2, or PMC1 unversioned) and part, as one string per entry: columns,
+    # not a Python object per article
+    version = pc.binary_join_element_wise(".", pc.cast(ok["version"], pa.string()), "")
+    key = pc.binary_join_element_wise(ok["pmcid"], pc.fill_null(version, ""), "")
+    current = pc.binary_join_element_wise(key, ok["part"], "\0")
     tables = []
     for part, table in _committed_parts(storage, ARTICLES, ledger):
-        keep = [i for i, k in enumerate(table["source_key"].to_pylist()) if latest.get(k) == part]
-        if keep:
-            tables.append(table.take(keep))
+        mine = pc.binary_join_element_wise(table["source_key"], pa.scalar(part), "\0")
+        kept = table.filter(pc.is_in(mine, current))
+        if kept.num_rows:
+            tables.append(kept)
     return pa.concat_tables(tables) if tables else ARTICLE_SCHEMA.empty_table()
 
 

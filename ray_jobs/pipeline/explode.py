@@ -12,7 +12,7 @@ from typing import Any
 from ray_jobs.config import Settings
 from ray_jobs.failures import FailureRecord
 from ray_jobs.pipeline.rows import ARTICLE, FIGURE, Row, failure_row, make_row
-from ray_jobs.pmc.jats import parse_package
+from ray_jobs.pmc.fetch import fetch_and_parse
 from ray_jobs.pmc.records import Article, ArticleRef
 from ray_jobs.pmc.sources import ArticleSource
 from ray_jobs.shards.records import figure_key
@@ -97,14 +97,10 @@ def explode_article(
         "location": ref.location,
         "figures": 0,
     }
-    stage = "fetch"
-    try:
-        package = source.fetch(ref)
-        stage = "parse"
-        article = parse_package(package, settings.archive.max_xml_bytes)
-    except Exception as exc:  # one article's failure is that article's failure row
-        failure = FailureRecord.from_exception(ref.key, stage, exc)
-        return [failure_row(failure, "article", ref.key)], make_row(ref.key, ARTICLE, marker)
+    got = fetch_and_parse(source, ref, settings.archive.max_xml_bytes)
+    if isinstance(got, FailureRecord):
+        return [failure_row(got, "article", ref.key)], make_row(ref.key, ARTICLE, marker)
+    package, article = got
     pmcid, _ = article.identity(ref)
     split = split_of(pmcid, settings.pipeline.val_fraction)
     rows = figure_rows(ref, article, package.media, split, settings.longcap.enabled)

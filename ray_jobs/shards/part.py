@@ -24,6 +24,7 @@ import pyarrow as pa
 from ray_jobs.config import OutputSettings
 from ray_jobs.failures import FAILURE_SCHEMA, FailureRecord
 from ray_jobs.pipeline.rows import ARTICLE, DROPPED, FAILED, OK, Row, failure_row
+from ray_jobs.pmc.fetch import RETRACTED, ledger_entry
 from ray_jobs.pmc.ledger import LedgerEntry
 from ray_jobs.shards import manifest as mf
 from ray_jobs.shards import superseded
@@ -131,7 +132,7 @@ class PartAssembler:
                 self.counts["panels_failed"] += 1
             if level == "article":
                 self._article_failures[rec["article_key"]] = failure
-                retracted = failure["error_type"] == "retracted"
+                retracted = failure["error_type"] == RETRACTED
                 self.counts["articles_skipped" if retracted else "articles_failed"] += 1
             elif failure["retryable"]:
                 self._retry.add(rec["article_key"])
@@ -143,14 +144,10 @@ class PartAssembler:
         self.counts["articles"] += 1
         self.counts["figures"] += rec["figures"]
         failure = self._article_failures.pop(ref.key, None)
-        if failure is not None and failure["error_type"] == "retracted":
-            entry = LedgerEntry.for_ref(ref, "skipped", self.name)
-        elif failure is not None:
-            entry = LedgerEntry.for_ref(ref, "failed", self.name, failure["retryable"])
-        elif ref.key in self._retry:  # a figure or panel failed for a reason worth retrying
-            entry = LedgerEntry.for_ref(ref, "failed", self.name, True)
-        else:
-            entry = LedgerEntry.for_ref(ref, "ok", self.name)
+        if failure is not None:
+            entry = ledger_entry(ref, self.name, failure["error_type"], failure["retryable"])
+        else:  # a figure or panel of it may have failed for a reason worth retrying
+            entry = ledger_entry(ref, self.name, retryable=ref.key in self._retry)
         self.entries.append(entry)
 
     def _retire(self, storage: Storage, others: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
