@@ -1,6 +1,7 @@
 """Planning at whole-PMC size: a synthetic listing of N article versions against a ledger of
 0.857 N (7M against 6M at the top), through the build's own planning path (the listing as
-``ArticleRef``s streamed into Arrow batches, anti-joined with the columnar ledger).
+``ArticleRef``s streamed into Arrow batches, anti-joined with the columnar ledger, then given
+roles (build, stale, replace) and cut into parts).
 
 Each size runs in a fresh process, so its peak RSS is its own. The reference is the previous
 planner (a Python ``LedgerEntry`` per committed entry in a dict, a loop over the listing), run
@@ -69,22 +70,41 @@ def write_ledger(root: Path, n: int) -> None:
 
 
 def listing(n: int):
-    """N article versions: every ledger id (1 in 50 with new content) plus new ids."""
+    """N article versions: every ledger id (1 in 50 with new content) plus new ids; 1 in 20
+    ids is also listed in a version 2, so the planner has versions to supersede."""
     from ray_jobs.pmc.records import ArticleRef
 
+    count = 0
     for i in range(n):
         etag = f"e{i}" if i % 50 else f"e{i}-changed"
         yield ArticleRef(f"PMC{i}", 1, etag, "s3", f"PMC{i}.1/")
+        count += 1
+        if i % 20 == 0 and count < n:
+            yield ArticleRef(f"PMC{i}", 2, f"e{i}.2", "s3", f"PMC{i}.2/")
+            count += 1
+        if count >= n:
+            return
 
 
 def plan_arrow(root: Path, n: int) -> dict:
+    """The listing against the ledger, then the plan's roles and parts (not written)."""
+    from ray_jobs.pipeline.plan import REPLACE, STALE, plan_rows
     from ray_jobs.pmc.ledger import Ledger, ref_batches
     from ray_jobs.storage.store import LocalStorage
 
     started = time.perf_counter()
     ledger = Ledger.load(LocalStorage(root))
-    plan, listed = ledger.pending_table(ref_batches(listing(n)))
-    return {"seconds": time.perf_counter() - started, "listed": listed, "pending": plan.num_rows}
+    pending, listed = ledger.pending_table(ref_batches(listing(n)))
+    names, rows = plan_rows(pending, ledger.latest, per_part=1000, next_seq=0)
+    role = rows["role"]
+    return {
+        "seconds": time.perf_counter() - started,
+        "listed": listed,
+        "pending": pending.num_rows,
+        "parts": len(names),
+        "stale": pc.sum(pc.equal(role, STALE)).as_py(),
+        "replaced": pc.sum(pc.equal(role, REPLACE)).as_py(),
+    }
 
 
 def plan_reference(root: Path, n: int) -> dict:
@@ -145,14 +165,16 @@ def main() -> None:
                 assert (ref["listed"], ref["pending"]) == (new["listed"], new["pending"])
             rows.append((n, ledger_n, new, ref))
     print(
-        f"{'listed':>10} {'ledger':>10} {'pending':>9} | {'arrow s':>8} {'RSS MB':>7} | "
+        f"{'listed':>10} {'ledger':>10} {'pending':>9} {'stale':>7} {'replaced':>8} {'parts':>6} | "
+        f"{'arrow s':>8} {'RSS MB':>7} | "
         f"{'ref s':>7} {'RSS MB':>7} | {'RSS ref/arrow':>13}"
     )
     for n, ledger_n, new, ref in rows:
         ref_s = f"{ref['seconds']:7.1f} {ref['peak_rss_mb']:7.0f}" if ref else f"{'-':>7} {'-':>7}"
         ratio = f"{ref['peak_rss_mb'] / new['peak_rss_mb']:13.2f}" if ref else f"{'-':>13}"
         print(
-            f"{n:>10,} {ledger_n:>10,} {new['pending']:>9,} | {new['seconds']:8.1f} "
+            f"{n:>10,} {ledger_n:>10,} {new['pending']:>9,} {new['stale']:>7,} "
+            f"{new['replaced']:>8,} {new['parts']:>6,} | {new['seconds']:8.1f} "
             f"{new['peak_rss_mb']:7.0f} | {ref_s} | {ratio}"
         )
 
