@@ -199,9 +199,7 @@ def _mention_block(xref: etree._Element) -> etree._Element:
 
 def _scan(
     root: etree._Element,
-) -> tuple[
-    set[etree._Element], list[etree._Element], list[etree._Element], list[etree._Element]
-]:
+) -> tuple[set[etree._Element], list[etree._Element], list[etree._Element], list[etree._Element]]:
     """One pass over the tree: its :func:`structure_index`, its figures, its figure
     references (in document order) and the body's blocks that the acronym text separates
     (each a separate traversal before, a tenth of a bare parse each on real articles)."""
