@@ -87,6 +87,9 @@ class OutputSettings(_Section):
     uri: str = "output"
     s3: OutputS3Settings = Field(default_factory=OutputS3Settings)
     articles_per_part: int = Field(default=500, ge=1)
+    # at most this many new parts per run (the rest waits for the next run): bounds a run's
+    # staging space and time, e.g. for the first run over the whole corpus; None: no bound
+    max_parts_per_run: int | None = Field(default=None, ge=1)
     # one run at a time per output: a run's lease outlives its last heartbeat by this long
     lease_ttl_s: float = Field(default=300.0, ge=5)
 

@@ -109,3 +109,20 @@ def test_a_resumed_plan_keeps_its_parts_and_holds_its_articles_back(tmp_path) ->
     }
     assert plan.sizes() == {"000000": 2, "000001": 1}
     assert plan.refs_of({"000001"}).column_names == [*REF_SCHEMA.names, "part"]
+
+
+def test_a_run_takes_at_most_its_part_budget_and_finished_plans_are_pruned(tmp_path) -> None:
+    storage = LocalStorage(tmp_path)
+    pending = refs(*[(f"P{i}", 1, f"e{i}") for i in range(10)])
+    first = make_plan(storage, "r1", pending, ledger(), set(), per_part=3, max_parts=2)
+    assert first.parts == ["000000", "000001"] and first.sizes() == {"000000": 3, "000001": 3}
+    # r1 finished its parts; what it left pending is planned by r2, numbered on from r1's
+    rest = pending.slice(6)
+    second = make_plan(storage, "r2", rest, ledger(), set(first.parts), per_part=3)
+    assert second.parts == ["000002", "000003"] and second.resumed == []
+    files = [f"{PLANS}/{run}.{ext}" for run in ("r1", "r2") for ext in ("json", "parquet")]
+    assert sorted(storage.list(f"{PLANS}/")) == files
+    # once r2's parts are committed too, only the newest plan (the numbering) is kept
+    third = make_plan(storage, "r3", refs(), ledger(), {*first.parts, *second.parts}, 3)
+    assert third.parts == []
+    assert sorted(storage.list(f"{PLANS}/")) == files[2:]

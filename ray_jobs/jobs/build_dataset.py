@@ -217,6 +217,7 @@ def _build(
         ledger.latest,
         committed,
         settings.output.articles_per_part,
+        settings.output.max_parts_per_run,
     )
     report.pending = plan.count(BUILD)
     report.stale, report.replaced = plan.count(STALE), plan.count(REPLACE)

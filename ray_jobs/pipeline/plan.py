@@ -182,6 +182,15 @@ def _records(storage: Storage) -> list[dict]:
     ]
 
 
+def _prune(storage: Storage, records: list[dict], committed: set[str]) -> None:
+    """Plans whose parts are all committed go, but the newest, which carries the numbering."""
+    newest = max(records, key=lambda r: r["next_seq"], default=None)
+    for record in records:
+        if record is not newest and all(p in committed for p in record["parts"]):
+            storage.delete(f"{PLANS}/{record['run_id']}.parquet")
+            storage.delete(f"{PLANS}/{record['run_id']}.json")
+
+
 def _plan_table(table: pa.Table) -> pa.Table:
     """A stored plan as ``PLAN_SCHEMA``; plans written before roles existed build every row."""
     if "role" not in table.column_names:
@@ -198,6 +207,7 @@ def make_plan(
     latest: pa.Table,
     committed: set[str],
     per_part: int,
+    max_parts: int | None = None,
 ) -> Plan:
     """Take over the uncommitted parts of earlier plans, then give what else is pending its
     roles against the ledger's ``latest`` entries, cut it into new parts, and write the plan
@@ -218,7 +228,11 @@ def make_plan(
         # part ended: planned twice, two parts would retire the same old version
         pending = pending.filter(pc.invert(pc.is_in(pending["pmcid"], pc.unique(taken["pmcid"]))))
     new_parts, fresh = plan_rows(pending, latest, per_part, next_seq)
+    if max_parts is not None and len(new_parts) > max_parts:
+        new_parts = new_parts[:max_parts]  # the rest stays pending for the next run
+        fresh = fresh.filter(pc.is_in(fresh["part"], pa.array(new_parts, pa.string())))
     plan = Plan(resumed + new_parts, pa.concat_tables([taken, fresh]), resumed)
+    _prune(storage, records, committed)
     if new_parts:
         write_parquet(storage, f"{PLANS}/{run_id}.parquet", fresh)
         record = {"run_id": run_id, "parts": new_parts, "next_seq": next_seq + len(new_parts)}
