@@ -58,18 +58,31 @@ def _check_manifest(manifest: dict[str, Any], report: ValidationReport) -> None:
     if len(set(names)) != len(names):
         problems.append("the manifest lists a shard more than once")
     totals: dict[str, dict[str, int]] = {}
-    for shard in shards:
+    for shard in shards:  # splits count what readers see: less superseded samples
         entry = totals.setdefault(shard.get("split"), {"shards": 0, "samples": 0})
         entry["shards"] += 1
-        entry["samples"] += int(shard.get("samples") or 0)
+        entry["samples"] += _current(shard)
     splits = manifest.get("splits") or {}
     if totals != splits:
         problems.append(f"split totals {totals} differ from the manifest's {splits}")
     report.shards = len(shards)
-    report.samples = sum(int(s.get("samples") or 0) for s in shards)
+    report.samples = sum(_current(s) for s in shards)
+    held = sum(int(s.get("samples") or 0) for s in shards)
+    gone = (manifest.get("superseded") or {}).get("samples", 0)
+    if held - report.samples != gone:
+        problems.append(f"{held - report.samples} samples superseded in shards, {gone} listed")
     kept = (manifest.get("counts") or {}).get("kept")
-    if kept is not None and kept != report.samples:
-        problems.append(f"counts.kept is {kept} but the shards hold {report.samples} samples")
+    if kept is not None and kept != held:
+        problems.append(f"counts.kept is {kept} but the shards hold {held} samples")
+
+
+def _current(shard: dict[str, Any]) -> int:
+    return int(shard.get("current", shard.get("samples")) or 0)
+
+
+def _as_written(shard: dict[str, Any]) -> dict[str, Any]:
+    """A manifest's shard entry as its part wrote it (the manifest adds supersession)."""
+    return {k: v for k, v in shard.items() if k not in ("superseded", "current")}
 
 
 def _check_rows(table: Any, shard: dict[str, Any], members: set[str], limit: int) -> list[str]:
@@ -158,7 +171,7 @@ def validate_dataset(
             return report
         targets = []
         for shard in json.loads(storage.read_bytes(key)).get("new_shards") or []:
-            if listed.get(shard["name"]) != shard:
+            if _as_written(listed.get(shard["name"]) or {}) != shard:
                 report.problems.append(f"{shard['name']}: run {run_id} wrote it; not so listed")
             targets.append(shard)
     else:

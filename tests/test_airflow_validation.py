@@ -85,12 +85,19 @@ def test_an_index_in_another_schema_fails(copy):
 
 def test_a_manifest_that_does_not_add_up_fails(copy):
     out, run_id, manifest = copy
-    manifest["splits"]["train"]["samples"] += 1
-    manifest["counts"]["kept"] += 5
-    (out / "manifest.json").write_text(json.dumps(manifest))
+    broken = json.loads(json.dumps(manifest))
+    broken["splits"]["train"]["samples"] += 1
+    broken["counts"]["kept"] += 5
+    (out / "manifest.json").write_text(json.dumps(broken))
     problems = validate_dataset(str(out), run_id).problems
     assert any("split totals" in p for p in problems)
     assert any("counts.kept" in p for p in problems)
+    # samples hidden from readers without a tombstone listed for them
+    manifest["shards"][0]["current"] -= 1
+    manifest["splits"][manifest["shards"][0]["split"]]["samples"] -= 1
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    problems = validate_dataset(str(out), run_id).problems
+    assert problems == ["1 samples superseded in shards, 0 listed"]
     (out / "manifest.json").unlink()
     assert validate_dataset(str(out), run_id).problems == [f"no manifest.json at {out}"]
 

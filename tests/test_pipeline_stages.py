@@ -457,3 +457,55 @@ def test_figure_ids_that_sanitise_alike_get_distinct_keys(settings) -> None:
     ]
     keys = [r["key"] for r in figure_rows(ref, article, package.media, "train")]
     assert len(set(keys)) == 3 and all("." not in k for k in keys), keys
+
+
+def test_superseded_samples_are_not_read_as_published(tmp_path: Path) -> None:
+    """Dedup reads a published index less the article versions this run replaces and the
+    samples earlier tombstones name for that shard (another shard's tombstones do not count)."""
+    from ray_jobs.config import OutputSettings
+    from ray_jobs.dedup.shuffle import HashSource, read_hashes
+    from ray_jobs.shards import superseded
+    from ray_jobs.storage.parquet import write_parquet
+    from ray_jobs.storage.store import LocalStorage
+
+    storage = LocalStorage(tmp_path)
+    rows = [("A", 1, "A1-p00"), ("A", 1, "A1-p01"), ("B", 2, "B2-p00"), ("C", None, "C-p00")]
+    index = pa.table(
+        {
+            "key": [k for _, _, k in rows],
+            "sha256": ["s"] * 4,
+            "phash": ["0" * 16] * 4,
+            "pmcid": [p for p, _, _ in rows],
+            "pmc_version": pa.array([v for _, v, _ in rows], pa.int64()),
+        }
+    )
+    write_parquet(storage, "index/x.parquet", index)
+    tombstones = pa.table(
+        {
+            "shard": ["shards/x.tar", "shards/other.tar"],
+            "key": ["B2-p00", "C-p00"],
+            "pmcid": ["B", "C"],
+            "pmc_version": pa.array([2, None], pa.int64()),
+            "by_part": ["000003", "000003"],
+        },
+        schema=superseded.SCHEMA,
+    )
+    write_parquet(storage, superseded.file_of("000003"), tombstones)
+    output = OutputSettings(uri=str(tmp_path))
+
+    def keys(source: HashSource) -> list[str]:
+        return read_hashes(output, source)["key"].to_pylist()
+
+    assert keys(HashSource("index/x.parquet", True, 4)) == [k for _, _, k in rows]
+    source = HashSource(
+        "index/x.parquet",
+        True,
+        4,
+        drop=(("A", 1), ("C", 1)),  # C is unversioned: (C, 1) is another article version
+        shard="shards/x.tar",
+        tombstones=(superseded.file_of("000003"),),
+    )
+    assert keys(source) == ["C-p00"]
+    assert superseded.current(
+        index.append_column("shard", pa.array(["shards/x.tar"] * 4)), tombstones
+    )["key"].to_pylist() == ["A1-p00", "A1-p01", "C-p00"]

@@ -31,27 +31,29 @@ MAX_ROUNDS = 64  # chain doubling: far more than any real chain of near copies n
 class HashSource:
     """One file of hash rows: a published index file or a staged fragment of this run. A
     published file's samples of the ``drop`` article versions (replaced this run) and those
-    its ``tombstones`` files name (superseded earlier) are not read as published."""
+    its shard's ``tombstones`` files name (superseded earlier) are not read as published."""
 
     path: str
     published: bool
     rows: int
     drop: tuple[tuple[str, int | None], ...] = ()
+    shard: str = ""  # the published file's shard: the one its tombstones are read for
     tombstones: tuple[str, ...] = ()
 
 
 def _published_hashes(storage: Storage, source: HashSource) -> pa.Table:
-    columns = ["key", "sha256", "phash", "shard", "pmcid", "pmc_version"]
-    table = read_parquet(storage, source.path, columns)
+    """The file's hash columns (and the article columns only when some are dropped)."""
+    extra = ["pmcid", "pmc_version"] if source.drop else []
+    table = read_parquet(storage, source.path, ["key", "sha256", "phash", *extra])
     if source.drop:
         ids = pc.binary_join_element_wise(
             table["pmcid"], pc.cast(pc.fill_null(table["pmc_version"], -1), pa.string()), "\0"
         )
         gone = pa.array([f"{p}\0{-1 if v is None else v}" for p, v in source.drop], pa.string())
         table = table.filter(pc.invert(pc.fill_null(pc.is_in(ids, gone), False)))
-    if source.tombstones and table.num_rows:
-        shard = table["shard"][0].as_py()
-        table = superseded.current(table, superseded.read(storage, source.tombstones, shard))
+    if source.tombstones:
+        gone = superseded.read(storage, source.tombstones, source.shard)["key"]
+        table = table.filter(pc.invert(pc.is_in(table["key"], gone)))
     return table.select(["key", "sha256", "phash"])
 
 

@@ -390,6 +390,7 @@ def find_and_record_duplicates(
             True,
             s["samples"],
             drop=tuple(replaced.get(p["part"], ())),
+            shard=s["name"],
             tombstones=tuple(tombstones.get(s["name"], ())),
         )
         for p in parts
