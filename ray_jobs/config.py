@@ -176,7 +176,11 @@ class PipelineSettings(_Section):
     ``values-gpu-cluster.yaml`` shows GPU stages and wide pools for a cluster.
     """
 
-    ray_address: str | None = None  # None: RAY_ADDRESS when set, else a local Ray instance
+    # None: RAY_ADDRESS when set, else a local Ray instance of the run's own (never the cluster
+    # a stale /tmp/ray/ray_current_cluster names)
+    ray_address: str | None = None
+    # a configured cluster that does not answer within this long fails the run, naming it
+    ray_connect_timeout_s: float = Field(default=30.0, gt=0)
     # an autoscaler adds nodes on demand: a cluster too small now only warns before the run
     autoscaling: bool = False
     # fail, saying what was waited for, when the stages' minimum actors have not all started

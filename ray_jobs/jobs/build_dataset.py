@@ -105,13 +105,41 @@ def enrichment_plan(settings: Settings) -> dict[str, Any]:
     return {"enabled": False, "reason": reason, "model": None, "prompt_version": None}
 
 
+def _check_reachable(address: str, timeout_s: float) -> None:
+    """A cluster address (``host:port`` or ``ray://host:port``) must answer within
+    ``timeout_s``: ``ray.init`` would wait on a dead one with no message."""
+    import socket
+    from urllib.parse import urlsplit
+
+    if address in ("auto", "local"):
+        return
+    parts = urlsplit(address if "://" in address else f"gcs://{address}")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host, port = None, None
+    if not host or not port:
+        raise SystemExit(f"Ray address {address!r} is not host:port or ray://host:port")
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        raise SystemExit(
+            f"the Ray cluster at {address} does not answer ({exc}); set pipeline.ray_address "
+            "or RAY_ADDRESS to a live one, or neither for a local Ray instance of this run"
+        ) from exc
+
+
 def connect_ray(settings: Settings) -> None:
+    """The configured cluster (``pipeline.ray_address``, else ``RAY_ADDRESS``), checked to
+    answer; else a local instance of the run's own, not whatever cluster Ray last recorded."""
     import ray
 
     if ray.is_initialized():
         return
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # nothing leaves the cluster
-    address = settings.pipeline.ray_address or os.environ.get("RAY_ADDRESS")
+    address = settings.pipeline.ray_address or os.environ.get("RAY_ADDRESS") or "local"
+    _check_reachable(address, settings.pipeline.ray_connect_timeout_s)
     ray.init(address=address, log_to_driver=True, configure_logging=False)
 
 
