@@ -343,15 +343,19 @@ def test_enrichment_end_to_end_with_a_failing_article_retried(
     tmp_path,
 ):
     """LongCAP on: every kept panel gets a long caption; one article's calls fail with 500s,
-    its panels become retryable failures and the next run enriches only them."""
+    its panels become retryable failures and the next run enriches only them. The server wants
+    a key, given in the config: it reaches the enrichment actors and no output file."""
     from ray_jobs.pmc.jats import parse_package
     from ray_jobs.pmc.sources import open_source
 
+    canary = "sk-canary-" + os.urandom(8).hex()
+    fake_llm.api_key = canary
     settings = load_settings(
         environ={},
         **config(source, str(tmp_path / "out"), moto_endpoint),
         longcap={
             "enabled": True,
+            "api_key": canary,
             "base_url": fake_llm.url,
             "model": "fake-vlm",
             "max_retries": 1,
@@ -384,6 +388,8 @@ def test_enrichment_end_to_end_with_a_failing_article_retried(
     assert new and all(r["pmcid"] == victim.pmcid and r["long_caption"] for r in new.values())
     # the victim's panels cost two calls each (describe, then judge); nothing else was asked
     assert fake_llm.chat_requests == 2 * len(new)
+    written = [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
+    assert written and not [p for p in written if canary.encode() in p.read_bytes()]
 
 
 def test_a_dead_llm_server_stops_the_run_before_any_work(source, moto_endpoint, tmp_path):

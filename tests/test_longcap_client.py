@@ -278,3 +278,13 @@ def test_the_fake_answers_openai_shapes_and_errors(llm: FakeLLM) -> None:
     )
     assert bad_schema.status_code == 400
     assert json.loads(json.dumps(llm.stats()))["faults"] == {"http_500": 1}
+
+
+def test_a_server_url_is_written_down_without_its_credentials() -> None:
+    from ray_jobs.longcap.client import redact_url
+
+    assert redact_url("https://user:pw@vllm.example:8000/v1?api_key=x#y") == (
+        "https://vllm.example:8000/v1"
+    )
+    assert redact_url("http://[::1]:8000") == "http://[::1]:8000"
+    assert redact_url("http://vllm/v1") == "http://vllm/v1"

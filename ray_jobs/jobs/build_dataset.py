@@ -169,6 +169,12 @@ def _resolve_llm(settings: Settings, base_url: str) -> Settings:
     return settings.model_copy(update={"longcap": longcap})
 
 
+def _without_llm_key(settings: Settings) -> Settings:
+    return settings.model_copy(
+        update={"longcap": settings.longcap.model_copy(update={"api_key": None})}
+    )
+
+
 def _check_llm(plan: dict[str, Any], settings: Settings) -> None:
     """A dead LLM server, or one without our models, stops the run before any work."""
     import asyncio
@@ -183,14 +189,17 @@ def _check_llm(plan: dict[str, Any], settings: Settings) -> None:
         finally:
             await client.aclose()
 
+    from ray_jobs.longcap.client import redact_url
+
+    where = redact_url(plan["base_url"])
     try:
         code, models = asyncio.run(probe())
     except Exception as exc:
-        raise SystemExit(f"LLM server {plan['base_url']} is not reachable: {exc}") from exc
+        raise SystemExit(f"LLM server {where} is not reachable: {exc}") from exc
     missing = sorted({plan["model"], plan["vision_model"]} - set(models))
     if code != 200 or missing:
         why = f"/health answered {code}" if code != 200 else f"it does not serve {missing}"
-        raise SystemExit(f"LLM server {plan['base_url']} is not usable: {why}")
+        raise SystemExit(f"LLM server {where} is not usable: {why}")
 
 
 def pending_refs(settings: Settings, ledger: Ledger | None = None) -> tuple[pa.Table, int]:
@@ -264,19 +273,21 @@ def _build(
     )
 
     if plan.parts:
-        if report.enrichment["enabled"]:
+        enrich = report.enrichment["enabled"]
+        if enrich:
             _check_llm(report.enrichment, settings)
-            settings = _resolve_llm(settings, report.enrichment["base_url"])
+            with_key = _resolve_llm(settings, report.enrichment["base_url"])
         else:
             log.warning("caption enrichment skipped: %s", report.enrichment["reason"])
+        settings = _without_llm_key(settings)  # only the enrichment actors get the key
         connect_ray(settings)
-        preflight(settings, report.enrichment["enabled"])
+        preflight(settings, enrich)
         staged = stage_parts(settings, storage, plan, lease)
         find_and_record_duplicates(settings, parts, staged, plan)
         enriched: dict[str, list[str]] | None = None
         unpublished: set[str] = set()
-        if report.enrichment["enabled"]:
-            enriched, unpublished = enrich_parts(settings, staged)
+        if enrich:
+            enriched, unpublished = enrich_parts(with_key, staged)
         for record in assemble_parts(settings, plan, staged, enriched, unpublished, report):
             lease.check()
             _commit(record, storage, ledger, report, parts)
@@ -560,7 +571,12 @@ def write_outputs(
 ) -> None:
     """The run record, then the manifest: last, so it only ever lists complete shards."""
     report.finished = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    mf.write_json(storage, f"{RUNS}/{report.run_id}.json", asdict(report))
+    from ray_jobs.longcap.client import redact_url
+
+    record = asdict(report)
+    if record["enrichment"].get("base_url"):  # a URL may carry credentials: never written
+        record["enrichment"]["base_url"] = redact_url(record["enrichment"]["base_url"])
+    mf.write_json(storage, f"{RUNS}/{report.run_id}.json", record)
     enrichment = {k: v for k, v in report.enrichment.items() if k != "base_url"}
     manifest = mf.build_manifest(
         parts,

@@ -73,6 +73,19 @@ def server_url(
     return url[: -len("/v1")] if url.endswith("/v1") else url
 
 
+def redact_url(url: str) -> str:
+    """``https://user:secret@host:8000/v1?key=x`` → ``https://host:8000/v1``: what may be
+    written down or logged about a server."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
 def api_key(settings: LongCapSettings, environ: Mapping[str, str] | None = None) -> str:
     env = os.environ if environ is None else environ
     if settings.api_key is not None:
