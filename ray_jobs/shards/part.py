@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from ray_jobs.config import OutputSettings
 from ray_jobs.failures import FAILURE_SCHEMA, FailureRecord
+from ray_jobs.pipeline.plan import REPLACE
 from ray_jobs.pipeline.rows import ARTICLE, DROPPED, FAILED, OK, Row, failure_row
 from ray_jobs.pmc.fetch import RETRACTED, ledger_entry
 from ray_jobs.pmc.ledger import LedgerEntry
@@ -157,7 +158,7 @@ class PartAssembler:
         seen = {(e.pmcid, e.version) for e in self.entries}
         by_old_part: dict[str, list[tuple[str, int | None]]] = {}
         for row in others:
-            if row["role"] == "replace":
+            if row["role"] == REPLACE:
                 by_old_part.setdefault(row["old_part"], []).append((row["pmcid"], row["version"]))
             if (row["pmcid"], row["version"]) in seen:
                 continue  # the same version, republished: its new entry stands
