@@ -73,6 +73,8 @@ class ArchiveLimits(_Section):
     # the ratio is only judged once this many bytes came out: tiny archives compress absurdly well
     ratio_grace_bytes: int = Field(default=4 * 2**20, ge=0)
     max_xml_bytes: int = Field(default=64 * 2**20, ge=1)
+    # max_members and max_total_bytes bound every package, not only a .tar.gz: the files of a
+    # folder package (and the siblings an .xml path reads) and the media_urls of an S3 article
 
 
 class OutputS3Settings(S3Settings):
@@ -111,6 +113,13 @@ class DetectorSettings(_Section):
     # a kept box whose grey levels vary less than this (std, 0-255) is an empty grid cell; 0: off
     blank_std: float = Field(default=4.0, ge=0)
     max_pixels: int = Field(default=80_000_000, ge=1)
+    # bytes one figure takes on its way to RGB (4 a pixel, 8 for 16-bit and float images),
+    # judged from the header before decoding: max_pixels alone lets a 16-bit figure take twice
+    # the memory of an RGB one (image_too_large)
+    max_decoded_bytes: int = Field(default=512 * 2**20, ge=1)
+    # a figure with more panels than this fails whole (too_many_panels): keeping some would
+    # pair the rest of its subcaptions with the wrong panels
+    max_panels: int = Field(default=100, ge=1)
     crop_format: Literal["jpeg", "png"] = "jpeg"
 
 
@@ -212,6 +221,12 @@ class PipelineSettings(_Section):
         default_factory=lambda: StageResources(num_cpus=0.1, batch_size=64)
     )
     samples_per_shard: int = Field(default=1000, ge=1)
+    # what one article may put into the pipeline: many <fig> elements naming one huge image
+    # would otherwise be copied once per figure through every stage. The first figures within
+    # both bounds go on; the rest become one figure failure row (too_many_figures or
+    # too_many_decoded_bytes), the decoded size read from each image's header
+    max_figures_per_article: int = Field(default=300, ge=1)
+    max_decoded_bytes_per_article: int = Field(default=4 * 2**30, ge=1)
     # share of articles (by a hash of the PMCID, so an article never straddles splits) in "val"
     val_fraction: float = Field(default=0.0, ge=0, lt=1)
     # perceptual-hash Hamming distance (of 64 bits) at or under which two panels are one image;

@@ -17,6 +17,8 @@ from ray_jobs.failures import StageError
 
 STAGE = "image"
 DEFAULT_MAX_PIXELS = 80_000_000  # a 9000x9000 figure; PMC's largest are well below
+DEFAULT_MAX_DECODED_BYTES = 512 * 2**20
+HIGH_BIT_MODES = ("I;16", "I;16B", "I;16L", "I", "F")
 
 # Set explicitly rather than trusting library defaults: truncated files are errors, not grey
 # bottoms, and Pillow's own bomb limit is ours (decode_image checks its argument first).
@@ -33,7 +35,7 @@ def _to_8bit(img: Image.Image) -> Image.Image:
 
 
 def to_rgb(img: Image.Image) -> Image.Image:
-    if img.mode in ("I;16", "I;16B", "I;16L", "I", "F"):
+    if img.mode in HIGH_BIT_MODES:
         img = _to_8bit(img)
     if img.mode == "P":
         img = img.convert("RGBA")
@@ -56,16 +58,44 @@ def pillow_open():  # type: ignore[no-untyped-def]
     return opener
 
 
-def decode_image(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image:
-    """Bytes → 8-bit RGB (first frame of an animation), fully loaded."""
+def decoded_bytes(width: int, height: int, mode: str) -> int:
+    """The memory an image of this size and mode takes on its way to RGB: Pillow keeps RGB
+    (and every multi-band mode) in 4 bytes a pixel, and high-bit images pass through a float64
+    array (8 bytes a pixel). The pixel count alone misses that factor of two."""
+    return width * height * (8 if mode in HIGH_BIT_MODES else 4)
+
+
+def header_decoded_bytes(data: bytes) -> int:
+    """:func:`decoded_bytes` from the header alone (nothing decoded); an unreadable header
+    counts its raw size (decoding will refuse it with the precise reason)."""
+    try:
+        with pillow_open()(io.BytesIO(data)) as img:
+            return decoded_bytes(*img.size, img.mode)
+    except Exception:  # any unreadable header: judged when it is decoded
+        return len(data)
+
+
+def decode_image(
+    data: bytes,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    max_bytes: int = DEFAULT_MAX_DECODED_BYTES,
+) -> Image.Image:
+    """Bytes → 8-bit RGB (first frame of an animation), fully loaded. Both bounds are checked
+    on the header, before a single pixel is decoded."""
     if not data:
         raise StageError(STAGE, "empty_image", "zero-byte image")
     try:
         img = pillow_open()(io.BytesIO(data))  # reads the header only
         width, height = img.size
-        if width * height > max_pixels:  # refused before a single pixel is decoded
+        if width * height > max_pixels:
             raise StageError(
                 STAGE, "decompression_bomb", f"{width}x{height} exceeds {max_pixels} pixels"
+            )
+        if (size := decoded_bytes(width, height, img.mode)) > max_bytes:
+            raise StageError(
+                STAGE,
+                "image_too_large",
+                f"{width}x{height} {img.mode} decodes to {size} bytes (limit {max_bytes})",
             )
         img.seek(0)
         img.load()

@@ -2,6 +2,10 @@
 
 The article's end marker follows its figure rows; a fetch or parse failure becomes a failure
 row before the marker. A figure whose image is missing from the package fails alone.
+
+What one article puts into the pipeline is bounded (``pipeline.max_figures_per_article`` and
+``pipeline.max_decoded_bytes_per_article``): every ``<fig>`` of an article may name the same
+huge image, and each figure row carries its own copy through every stage.
 """
 
 from __future__ import annotations
@@ -9,11 +13,12 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from ray_jobs.config import Settings
+from ray_jobs.config import PipelineSettings, Settings
 from ray_jobs.failures import FailureRecord
+from ray_jobs.figures.images import header_decoded_bytes
 from ray_jobs.pipeline.rows import ARTICLE, FIGURE, Row, failure_row, make_row
 from ray_jobs.pmc.fetch import fetch_and_parse
-from ray_jobs.pmc.records import Article, ArticleRef
+from ray_jobs.pmc.records import Article, ArticleRef, Figure
 from ray_jobs.pmc.sources import ArticleSource
 from ray_jobs.shards.records import figure_key
 
@@ -43,24 +48,81 @@ def article_fields(ref: ArticleRef, article: Article) -> dict[str, Any]:
     }
 
 
+_LIMITS = PipelineSettings()
+
+
+def kept_figures(
+    figures: list[Figure], media: dict[str, bytes], max_figures: int, max_decoded_bytes: int
+) -> tuple[int, str | None]:
+    """How many of the figures, in document order, go on, and why the rest do not: the first
+    ``max_figures`` while their images' decoded sizes (read from the headers, once per image;
+    each figure counts its own, since each carries its own copy) stay within the budget."""
+    sizes: dict[str, int] = {}
+    total = 0
+    for n, figure in enumerate(figures):
+        if n >= max_figures:
+            return n, "too_many_figures"
+        image = media.get(figure.image) if figure.image else None
+        if image is None:
+            continue  # a missing image costs nothing: it fails alone
+        if figure.image not in sizes:
+            sizes[figure.image] = max(len(image), header_decoded_bytes(image))
+        total += sizes[figure.image]
+        if total > max_decoded_bytes:
+            return n, "too_many_decoded_bytes"
+    return len(figures), None
+
+
+def excess_failure(
+    key: str, figures: list[Figure], kept: int, reason: str, max_figures: int, max_bytes: int
+) -> FailureRecord:
+    """One failure row for all the figures left out, keyed by the first of them. One, not one
+    per figure: an article of a million ``<fig>`` elements must not become a million rows."""
+    bound = (
+        f"more than {max_figures} figures"
+        if reason == "too_many_figures"
+        else f"their images decode to more than {max_bytes} bytes"
+    )
+    return FailureRecord(
+        key,
+        STAGE,
+        reason,
+        f"{len(figures) - kept} of {len(figures)} figures left out, from {figures[kept].id!r} "
+        f"on: {bound}",
+    )
+
+
 def figure_rows(
     ref: ArticleRef,
     article: Article,
     media: dict[str, bytes],
     split: str,
     with_context: bool = True,
+    *,
+    max_figures: int = _LIMITS.max_figures_per_article,
+    max_decoded_bytes: int = _LIMITS.max_decoded_bytes_per_article,
 ) -> list[Row]:
-    """``with_context`` carries the abstract and acronyms along, for enrichment only."""
+    """``with_context`` carries the abstract and acronyms along, for enrichment only. The
+    figures past the article's bounds become one figure-level failure row: the article's
+    other figures are good data, and its ledger entry stays ``ok`` (a rerun would cut the
+    same figures again)."""
     base = article_fields(ref, article)
     context = {"abstract": article.abstract, "acronyms": article.acronyms} if with_context else {}
+    kept, reason = kept_figures(article.figures, media, max_figures, max_decoded_bytes)
     rows: list[Row] = []
     used: set[str] = set()
-    for figure in article.figures:
+    for n, figure in enumerate(article.figures):
         # ids that sanitise alike ("F1.a", "F1_a") must still get distinct keys
         ordinal = 0
         while (key := figure_key(base["pmcid"], base["pmc_version"], figure.id, ordinal)) in used:
             ordinal += 1
         used.add(key)
+        if n == kept and reason is not None:
+            failure = excess_failure(
+                key, article.figures, kept, reason, max_figures, max_decoded_bytes
+            )
+            rows.append(failure_row(failure, "figure", ref.key))
+            break
         image = media.get(figure.image) if figure.image else None
         if image is None:
             why = (
@@ -103,7 +165,16 @@ def explode_article(
     package, article = got
     pmcid, _ = article.identity(ref)
     split = split_of(pmcid, settings.pipeline.val_fraction)
-    rows = figure_rows(ref, article, package.media, split, settings.longcap.enabled)
+    limits = settings.pipeline
+    rows = figure_rows(
+        ref,
+        article,
+        package.media,
+        split,
+        settings.longcap.enabled,
+        max_figures=limits.max_figures_per_article,
+        max_decoded_bytes=limits.max_decoded_bytes_per_article,
+    )
     marker["figures"] = len(article.figures)
     return rows, make_row(ref.key, ARTICLE, marker)
 

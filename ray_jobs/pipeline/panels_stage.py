@@ -2,6 +2,13 @@
 
 Detection and pairing run in one stage because pairing needs all panels of a figure together,
 and only the detector's output batch is guaranteed to hold them.
+
+Two bounds turn a figure into a failure row instead of a cost: an image that would decode to
+more than ``detector.max_decoded_bytes`` is refused from its header, never shown to the
+detector (stage ``image``, ``image_too_large``), and a figure with more than
+``detector.max_panels`` panels fails whole (stage ``detect``, ``too_many_panels``). The
+top-scoring panels are not kept instead: the caption names every panel, so pairing a subset
+would give the kept panels subcaptions meant for the dropped ones, silently wrong text.
 """
 
 from __future__ import annotations
@@ -15,7 +22,8 @@ from ray_jobs.captions.tokens import clip_tokens
 from ray_jobs.config import Settings
 from ray_jobs.dedup.hashes import phash, sha256
 from ray_jobs.failures import FailureRecord
-from ray_jobs.figures.images import pillow_open
+from ray_jobs.figures.images import STAGE as IMAGE_STAGE
+from ray_jobs.figures.images import header_decoded_bytes, pillow_open
 from ray_jobs.figures.panels import STAGE, FigurePanels, PanelDetector
 from ray_jobs.pipeline.rows import OK, Row, failure_row, make_row
 from ray_jobs.shards.records import panel_key
@@ -77,11 +85,37 @@ def figure_panel_rows(figure: Row, found: FigurePanels, settings: Settings) -> l
     return rows
 
 
+def oversized(key: str, image: bytes | None, max_bytes: int) -> FailureRecord | None:
+    """The figure's failure when its header says it decodes to more than ``max_bytes``."""
+    size = header_decoded_bytes(image) if image else 0
+    if size <= max_bytes:
+        return None
+    message = f"the image decodes to {size} bytes (limit {max_bytes})"
+    return FailureRecord(key, IMAGE_STAGE, "image_too_large", message)
+
+
+def too_many_panels(found: FigurePanels, max_panels: int) -> FailureRecord | None:
+    if len(found.panels) <= max_panels:
+        return None
+    message = f"{len(found.panels)} panels detected (limit {max_panels}); the figure fails whole"
+    return FailureRecord(found.figure_key, STAGE, "too_many_panels", message)
+
+
 def panel_rows(figures: list[Row], detector: PanelDetector, settings: Settings) -> list[list[Row]]:
     """One list of rows per figure row: its panels, or its failure."""
-    found, failures = detector.detect([(f["key"], f["image"]) for f in figures])
+    limits = settings.detector
+    failed: dict[str, FailureRecord] = {}
+    for f in figures:
+        if (refused := oversized(f["key"], f["image"], limits.max_decoded_bytes)) is not None:
+            failed[f["key"]] = refused
+    found, failures = detector.detect(
+        [(f["key"], f["image"]) for f in figures if f["key"] not in failed]
+    )
     by_key = {f.figure_key: f for f in found}
-    failed = {f.source_key: f for f in failures}
+    failed |= {f.source_key: f for f in failures}
+    for f in found:
+        if (crowded := too_many_panels(f, limits.max_panels)) is not None:
+            failed[f.figure_key] = crowded
     out: list[list[Row]] = []
     for figure in figures:
         article_key = figure["record"]["article_key"]

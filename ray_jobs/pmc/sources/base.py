@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Iterator
@@ -69,15 +70,48 @@ def package_from_files(ref: ArticleRef, files: dict[str, bytes]) -> ArticlePacka
     )
 
 
-def read_folder(folder: Path, max_file_bytes: int) -> dict[str, bytes]:
+def _listing(folder: Path, limits: ArchiveLimits) -> list[Path]:
+    """The folder's entries, sorted; more than ``max_members`` is refused before the listing
+    is held whole (a package folder of a million files is not an article)."""
+    entries = list(itertools.islice(folder.iterdir(), limits.max_members + 1))
+    if len(entries) > limits.max_members:
+        raise StageError(
+            FETCH, "too_many_members", f"{folder.name}: more than {limits.max_members} files"
+        )
+    return sorted(entries)
+
+
+def _read_files(paths: list[Path], limits: ArchiveLimits) -> dict[str, bytes]:
+    """``{name: bytes}`` of the regular files among ``paths`` (no links, no dot files), each
+    within ``max_member_bytes`` and all within ``max_total_bytes``, judged by their sizes
+    before reading and again by what was read (a file may grow meanwhile)."""
     files: dict[str, bytes] = {}
-    for path in sorted(folder.iterdir()):
+    total = 0
+    for path in paths:
         if path.is_symlink() or not path.is_file() or path.name.startswith("."):
             continue
-        if path.stat().st_size > max_file_bytes:
-            raise StageError(FETCH, "member_too_large", f"{path.name} exceeds {max_file_bytes} B")
-        files[path.name] = path.read_bytes()
+        if path.stat().st_size > limits.max_member_bytes:
+            raise StageError(
+                FETCH, "member_too_large", f"{path.name} exceeds {limits.max_member_bytes} B"
+            )
+        with path.open("rb") as handle:
+            data = handle.read(limits.max_member_bytes + 1)
+        if len(data) > limits.max_member_bytes:
+            raise StageError(
+                FETCH, "member_too_large", f"{path.name} exceeds {limits.max_member_bytes} B"
+            )
+        total += len(data)
+        if total > limits.max_total_bytes:
+            raise StageError(
+                FETCH, "archive_too_large", f"the package's files exceed {limits.max_total_bytes} B"
+            )
+        files[path.name] = data
     return files
+
+
+def read_folder(folder: Path, limits: ArchiveLimits) -> dict[str, bytes]:
+    """A folder package's files, under the same bounds as an archive's members."""
+    return _read_files(_listing(folder, limits), limits)
 
 
 def package_from_path(path: str | Path, limits: ArchiveLimits | None = None) -> ArticlePackage:
@@ -93,21 +127,20 @@ def package_from_path(path: str | Path, limits: ArchiveLimits | None = None) -> 
         location=str(path),
     )
     if path.is_dir():
-        return package_from_files(ref, read_folder(path, limits.max_member_bytes))
+        return package_from_files(ref, read_folder(path, limits))
     if path.name.lower().endswith((".tar.gz", ".tgz")):
         return package_from_files(ref, read_tar_gz(path.read_bytes(), limits))
     if path.suffix.lower() in (".xml", ".nxml"):
-        siblings = {
-            p.name: p
-            for p in path.parent.iterdir()
-            if p.is_file() and not p.is_symlink() and p != path
-        }
-        media = {
-            n: p.read_bytes()
-            for n, p in siblings.items()
-            if not n.lower().endswith((".xml", ".nxml", ".json"))
-            and p.stat().st_size <= limits.max_member_bytes
-        }
+        # every sibling is a candidate medium: the folder is bounded like a package
+        siblings = [
+            p
+            for p in _listing(path.parent, limits)
+            if p != path
+            and not p.name.lower().endswith((".xml", ".nxml", ".json"))
+            and p.is_file()
+            and p.stat().st_size <= limits.max_member_bytes  # an oversized sibling is skipped
+        ]
+        media = _read_files(siblings, limits)
         meta_path = path.with_suffix(".json")
         metadata = json.loads(meta_path.read_bytes()) if meta_path.is_file() else None
         return ArticlePackage(

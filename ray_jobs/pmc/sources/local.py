@@ -51,6 +51,4 @@ class LocalFolderSource:
                 return
 
     def fetch(self, ref: ArticleRef) -> ArticlePackage:
-        return package_from_files(
-            ref, read_folder(Path(ref.location), self.limits.max_member_bytes)
-        )
+        return package_from_files(ref, read_folder(Path(ref.location), self.limits))

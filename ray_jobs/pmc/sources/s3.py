@@ -137,10 +137,22 @@ class PmcS3Source:
         except BotoCoreError as exc:
             raise StageError(FETCH, "s3_error", f"{key}: {exc}", retryable=True) from None
 
+    def _too_many(self, prefix: str, found: list) -> None:
+        """An article names at most ``max_members`` media, as an archive holds at most that
+        many members: refused before a single one is fetched."""
+        if len(found) > self.limits.max_members:
+            raise StageError(
+                FETCH,
+                "too_many_members",
+                f"{prefix}: more than {self.limits.max_members} media",
+            )
+
     def _media_keys(self, prefix: str, metadata: dict) -> list[tuple[str, str | None]]:
         """(key, md5 or None) of each image the JSON names; a listing when it names none."""
         found: list[tuple[str, str | None]] = []
-        for url in metadata.get("media_urls") or []:
+        urls = metadata.get("media_urls") or []
+        self._too_many(prefix, urls if isinstance(urls, list) else [])
+        for url in urls:
             parsed = urlparse(url)
             name = posixpath.basename(unquote(parsed.path))
             md5 = (parse_qs(parsed.query).get("md5") or [None])[0]
@@ -150,6 +162,7 @@ class PmcS3Source:
             for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
                 for obj in page.get("Contents", []):
                     found.append((obj["Key"], None))
+                self._too_many(prefix, found)
         return [(k, m) for k, m in found if k.lower().endswith(IMAGE_SUFFIXES)]
 
     def fetch(self, ref: ArticleRef) -> ArticlePackage:
