@@ -351,11 +351,11 @@ def recalibrate_drop(weights: Path, risk: float = DROP_RISK) -> dict[str, Any]:
     """Set a checkpoint's ``drop_confidence`` on the calibration family, in place."""
     import torch
 
-    checkpoint = torch.load(weights, map_location="cpu", weights_only=False)
+    checkpoint = torch.load(weights, map_location="cpu", weights_only=True)
     classifier = ModalityClassifier(ClassifierSettings(weights=str(weights)))
     images, clinical = calibration_family()
     drop = calibrate_drop_confidence(classifier, images, clinical, risk)
-    checkpoint["calibration"] = {**(checkpoint.get("calibration") or {}), **drop}
+    checkpoint["calibration"] = plain({**(checkpoint.get("calibration") or {}), **drop})
     torch.save(checkpoint, weights)
     return checkpoint["calibration"]
 
@@ -518,6 +518,12 @@ def _report_from_logits(
     return {"classes": classes, "accuracy": round(accuracy, 4), "n": len(labels)}
 
 
+def plain(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` as JSON types only (numpy scalars become floats or ints), so the checkpoint
+    loads with ``torch.load(weights_only=True)``, which refuses arbitrary objects."""
+    return json.loads(json.dumps(values, default=lambda v: v.item()))
+
+
 def save_checkpoint(
     path: Path,
     backbone: str,
@@ -540,7 +546,7 @@ def save_checkpoint(
             "imgsz": imgsz,
             "state_dict": half,
             "taxonomy_version": load_taxonomy().version,
-            "calibration": calibration or {},
+            "calibration": plain(calibration or {}),
             "pretrained": pretrained,
         },
         path,
@@ -783,7 +789,8 @@ class ModalityClassifier:
 
         self.settings = settings or ClassifierSettings()
         path = resolve_weights(self.settings.weights)
-        checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+        # tensors and plain values only: unpickling a checkpoint must not run its code
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
         self.classes: list[str] = checkpoint["classes"]
         self.imgsz: int = checkpoint["imgsz"]
         self.backbone: str = checkpoint["backbone"]
@@ -877,6 +884,34 @@ class ModalityClassifier:
             for i, img in enumerate(images)
         ]
 
+    def decide_each(
+        self,
+        keys: list[str],
+        images: list[Image.Image],
+        subcaptions: list[str],
+        captions: list[str],
+        keywords: list[list[str]],
+    ) -> list[Decision | FailureRecord]:
+        """:meth:`decide_images` on the whole batch; when that raises, on each panel alone, so
+        only the panel that breaks the model or the decision fails (a batch of one rounds the
+        same logits differently in the last bits at most)."""
+        try:
+            return list(self.decide_images(images, subcaptions, captions, keywords))
+        except Exception as exc:  # one bad panel must not cost its batch
+            if len(images) == 1:
+                return [FailureRecord.from_exception(keys[0], STAGE, exc)]
+            log.warning("classifier batch of %d failed (%s); deciding one by one", len(keys), exc)
+        out: list[Decision | FailureRecord] = []
+        for i, key in enumerate(keys):
+            try:
+                one = slice(i, i + 1)
+                out.extend(
+                    self.decide_images(images[one], subcaptions[one], captions[one], keywords[one])
+                )
+            except Exception as exc:  # this panel's failure row
+                out.append(FailureRecord.from_exception(key, STAGE, exc))
+        return out
+
     def __call__(self, batch: dict[str, Any]) -> dict[str, list]:
         keys = list(batch["key"])
         n = len(keys)
@@ -889,13 +924,19 @@ class ModalityClassifier:
                 decoded.append((i, decode_image(data)))
             except Exception as exc:
                 failures[i] = FailureRecord.from_exception(keys[i], STAGE, exc)
-        made = self.decide_images(
+        made = self.decide_each(
+            [keys[i] for i, _ in decoded],
             [img for _, img in decoded],
             [subcaptions[i] for i, _ in decoded],
             [captions[i] for i, _ in decoded],
             [list(keywords[i] or []) for i, _ in decoded],
         )
-        decisions = {i: d for (i, _), d in zip(decoded, made, strict=True)}
+        decisions: dict[int, Decision] = {}
+        for (i, _), d in zip(decoded, made, strict=True):
+            if isinstance(d, FailureRecord):
+                failures[i] = d
+            else:
+                decisions[i] = d
         rows: dict[str, list] = {c: [] for c in CLASSIFIER_COLUMNS}
         for i in range(n):
             d = decisions.get(i)

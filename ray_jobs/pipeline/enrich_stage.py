@@ -9,10 +9,13 @@ would come back the same, so it stays a permanent failure row.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ray_jobs.captions.tokens import clip_tokens, long_tokens
 from ray_jobs.failures import FailureRecord
+from ray_jobs.longcap.client import STAGE
 from ray_jobs.longcap.context import PanelContext
-from ray_jobs.longcap.enrich import Enricher
+from ray_jobs.longcap.enrich import Enricher, EnrichResult
 from ray_jobs.pipeline.rows import Row, failure_row
 
 
@@ -31,28 +34,73 @@ def panel_context(row: Row) -> PanelContext:
     )
 
 
+def _context(panel: Row) -> PanelContext | FailureRecord:
+    """The panel's prompt context, or its failure: a malformed record fails its row alone."""
+    try:
+        return panel_context(panel)
+    except Exception as exc:
+        return FailureRecord.from_exception(panel["key"], STAGE, exc)
+
+
+def _enrich(
+    enricher: Enricher, items: list[tuple[PanelContext, bytes]]
+) -> list[EnrichResult | FailureRecord]:
+    """The enricher isolates each panel's requests itself; should the batch call still raise,
+    each panel is sent alone, so only the one that breaks it fails."""
+    try:
+        return enricher.enrich_batch(items)
+    except Exception as exc:  # one bad panel must not cost its batch
+        if len(items) == 1:
+            return [FailureRecord.from_exception(items[0][0].key, STAGE, exc)]
+    out: list[EnrichResult | FailureRecord] = []
+    for ctx, image in items:
+        try:
+            out.extend(enricher.enrich_batch([(ctx, image)]))
+        except Exception as exc:
+            out.append(FailureRecord.from_exception(ctx.key, STAGE, exc))
+    return out
+
+
+def _long_caption_fields(result: EnrichResult, long_tokenizer: str | None) -> dict[str, Any]:
+    return dict(
+        long_caption=result.long_caption,
+        feasibility=[vars(f) for f in result.features],
+        llm_model=result.llm_model,
+        prompt_version=result.prompt_version,
+        llm_prompt_tokens=result.prompt_tokens,
+        llm_completion_tokens=result.completion_tokens,
+        llm_calls=result.calls,
+        tokens_long_caption=clip_tokens(result.long_caption),
+        tokens_long_caption_long=(
+            long_tokens(result.long_caption, long_tokenizer) if long_tokenizer else None
+        ),
+    )
+
+
 def enrich_rows(
     panels: list[Row], enricher: Enricher, long_tokenizer: str | None = None
 ) -> list[list[Row]]:
-    results = enricher.enrich_batch([(panel_context(p), p["image"]) for p in panels])
+    """One list of rows per panel: the panel with its long caption, or its failure row. A bad
+    row (a record the context cannot be read from, a caption the tokenizer rejects) fails
+    alone; the batch goes on."""
+    contexts = [_context(p) for p in panels]
+    asked = [
+        (c, p["image"])
+        for c, p in zip(contexts, panels, strict=True)
+        if not isinstance(c, FailureRecord)
+    ]
+    answers = iter(_enrich(enricher, asked) if asked else [])
     out: list[list[Row]] = []
-    for panel, result in zip(panels, results, strict=True):
+    for panel, ctx in zip(panels, contexts, strict=True):
         rec = panel["record"]
+        result = ctx if isinstance(ctx, FailureRecord) else next(answers)
+        if not isinstance(result, FailureRecord):
+            try:
+                rec.update(_long_caption_fields(result, long_tokenizer))
+            except Exception as exc:
+                result = FailureRecord.from_exception(panel["key"], STAGE, exc)
         if isinstance(result, FailureRecord):
-            out.append([failure_row(result, "panel", rec["article_key"])])
-            continue
-        rec.update(
-            long_caption=result.long_caption,
-            feasibility=[vars(f) for f in result.features],
-            llm_model=result.llm_model,
-            prompt_version=result.prompt_version,
-            llm_prompt_tokens=result.prompt_tokens,
-            llm_completion_tokens=result.completion_tokens,
-            llm_calls=result.calls,
-            tokens_long_caption=clip_tokens(result.long_caption),
-            tokens_long_caption_long=(
-                long_tokens(result.long_caption, long_tokenizer) if long_tokenizer else None
-            ),
-        )
-        out.append([panel])
+            out.append([failure_row(result, "panel", rec.get("article_key", ""))])
+        else:
+            out.append([panel])
     return out
