@@ -198,6 +198,9 @@ def test_decoded_bytes_per_image_close_the_gap_max_pixels_leaves(
     wide, deep = png(300, 200), png(300, 200, "I;16")
     for data in (wide, deep):
         decode_image(data, max_pixels=300 * 200)  # the pixel bound alone lets both through
+    with pytest.raises(StageError) as info:
+        decode_image(deep, max_pixels=300 * 200, max_bytes=300 * 200 * 4)
+    assert (info.value.stage, info.value.error_type) == ("image", "image_too_large")
     settings = corpus_settings.model_copy(deep=True)
     settings.detector.max_decoded_bytes = 300 * 200 * 4  # RGB fits exactly; 16-bit does not
     template = corpus_figures[0]["record"]

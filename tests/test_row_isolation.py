@@ -1,18 +1,24 @@
 """One bad row is one failure row: the relevance and enrichment stages go on with the rest of
-their batch. Real models and a real (fake-vLLM) server; the bad input is constructed."""
+their batch. Real models and a real (fake-vLLM) server; the bad input is constructed. And a
+classifier checkpoint is only ever unpickled as tensors and plain values."""
 
 from __future__ import annotations
 
+import argparse
 import io
+import pickle
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 from fake_llm_server import FakeLLM, start_fake_llm
 from PIL import Image
 
 from ray_jobs.config import ClassifierSettings, LongCapSettings
-from ray_jobs.figures.classifier import ModalityClassifier
+from ray_jobs.figures.classifier import ModalityClassifier, save_checkpoint
+from ray_jobs.figures.panels import resolve_weights
 from ray_jobs.longcap.enrich import Enricher
 from ray_jobs.pipeline.enrich_stage import enrich_rows
 from ray_jobs.pipeline.relevance_stage import relevance_rows
@@ -115,3 +121,27 @@ def test_a_panel_whose_record_cannot_be_read_fails_alone_in_enrichment(
     for rows in (out[0], out[2], out[3]):
         (row,) = rows
         assert row["status"] == OK and row["record"]["long_caption"]
+
+
+def test_classifier_checkpoints_load_as_weights_only(tmp_path: Path) -> None:
+    """numpy scalars in a calibration are stored as plain numbers, so the checkpoint loads
+    with ``weights_only=True``; a checkpoint carrying any other object is refused, not run."""
+    shipped = torch.load(
+        resolve_weights(ClassifierSettings().weights), map_location="cpu", weights_only=True
+    )
+    calibration = {**shipped["calibration"], "temperature": np.float32(0.7), "n": np.int64(630)}
+    safe = tmp_path / "safe.pt"
+    save_checkpoint(
+        safe,
+        shipped["backbone"],
+        shipped["classes"],
+        shipped["imgsz"],
+        shipped["state_dict"],
+        calibration,
+    )
+    loaded = ModalityClassifier(ClassifierSettings(weights=str(safe)), device="cpu")
+    assert loaded.temperature == pytest.approx(0.7) and loaded.calibration["n"] == 630
+    hostile = tmp_path / "hostile.pt"
+    torch.save({**shipped, "calibration": argparse.Namespace(temperature=1.0)}, hostile)
+    with pytest.raises(pickle.UnpicklingError):
+        ModalityClassifier(ClassifierSettings(weights=str(hostile)), device="cpu")

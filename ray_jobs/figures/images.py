@@ -17,7 +17,6 @@ from ray_jobs.failures import StageError
 
 STAGE = "image"
 DEFAULT_MAX_PIXELS = 80_000_000  # a 9000x9000 figure; PMC's largest are well below
-DEFAULT_MAX_DECODED_BYTES = 512 * 2**20
 HIGH_BIT_MODES = ("I;16", "I;16B", "I;16L", "I", "F")
 
 # Set explicitly rather than trusting library defaults: truncated files are errors, not grey
@@ -78,10 +77,12 @@ def header_decoded_bytes(data: bytes) -> int:
 def decode_image(
     data: bytes,
     max_pixels: int = DEFAULT_MAX_PIXELS,
-    max_bytes: int = DEFAULT_MAX_DECODED_BYTES,
+    max_bytes: int | None = None,
 ) -> Image.Image:
     """Bytes → 8-bit RGB (first frame of an animation), fully loaded. Both bounds are checked
-    on the header, before a single pixel is decoded."""
+    on the header, before a single pixel is decoded; ``max_bytes`` None: the pixels alone
+    (the panel stage checks ``detector.max_decoded_bytes`` on the header before the detector
+    decodes, so a configured bound above any default here is never cut short)."""
     if not data:
         raise StageError(STAGE, "empty_image", "zero-byte image")
     try:
@@ -91,7 +92,8 @@ def decode_image(
             raise StageError(
                 STAGE, "decompression_bomb", f"{width}x{height} exceeds {max_pixels} pixels"
             )
-        if (size := decoded_bytes(width, height, img.mode)) > max_bytes:
+        size = decoded_bytes(width, height, img.mode)
+        if max_bytes is not None and size > max_bytes:
             raise StageError(
                 STAGE,
                 "image_too_large",
