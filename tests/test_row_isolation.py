@@ -64,13 +64,19 @@ def test_a_panel_that_breaks_the_classifier_batch_fails_alone(
         panel("empty", b""),
         panel("sliver", png(1, 3000)),  # an absurd aspect ratio
     ]
+    hostile.append(panel("no-text", figures[2]))
+    del hostile[-1]["record"]["subcaption"]  # a record without the classifier's inputs
     fresh = [panel(f"ok{i}", data) for i, data in enumerate(figures)]
     out = relevance_rows([hostile[0], *fresh[:2], *hostile[1:], fresh[2]], classifier)
+    assert [rows[0]["key"] for rows in out] == [
+        "number", "ok0", "ok1", "truncated", "empty", "sliver", "no-text", "ok2"
+    ]  # fmt: skip
     by_key = {rows[0]["key"]: rows for rows in out}
     assert failure(by_key["number"])["stage"] == "classify"
     assert failure(by_key["number"])["error_type"] == "AttributeError"
     assert failure(by_key["truncated"])["error_type"] == "corrupt_image"
     assert failure(by_key["empty"])["error_type"] == "empty_image"
+    assert failure(by_key["no-text"])["error_type"] == "KeyError"
     (sliver,) = by_key["sliver"]
     assert sliver["status"] == DROPPED and sliver["record"]["drop_reason"] == "too_small"
     decided = [by_key[f"ok{i}"][0] for i in range(3)]

@@ -12,6 +12,8 @@ from ray_jobs.failures import FailureRecord
 from ray_jobs.figures.classifier import STAGE, ModalityClassifier
 from ray_jobs.pipeline.rows import DROPPED, Row, failure_row
 
+INPUTS = ("key", "image", "subcaption", "caption")
+
 
 def _failure(key: str, error: str | None) -> FailureRecord:
     head, _, message = (error or f"{STAGE}/unknown: no decision").partition(": ")
@@ -19,29 +21,48 @@ def _failure(key: str, error: str | None) -> FailureRecord:
     return FailureRecord(key, stage or STAGE, kind or "unknown", message)
 
 
+def _inputs(panel: Row) -> dict[str, object]:
+    rec = panel["record"]
+    return {
+        "key": panel["key"],
+        "image": panel["image"],
+        "subcaption": rec["subcaption"],
+        "caption": rec["caption"],
+    }
+
+
+def _classify(rows: list[dict[str, object]], classifier: ModalityClassifier) -> dict[str, list]:
+    """The classifier's columns for ``rows`` (it isolates each panel's decision itself)."""
+    return classifier({name: [r[name] for r in rows] for name in INPUTS})
+
+
 def relevance_rows(panels: list[Row], classifier: ModalityClassifier) -> list[list[Row]]:
-    result = classifier(
-        {
-            "key": [p["key"] for p in panels],
-            "image": [p["image"] for p in panels],
-            "subcaption": [p["record"]["subcaption"] for p in panels],
-            "caption": [p["record"]["caption"] for p in panels],
-        }
-    )
-    out: list[list[Row]] = []
+    """One list of rows per panel: kept, dropped with its reason, or its failure row. A panel
+    whose record lacks the classifier's inputs fails alone; the batch goes on."""
+    inputs: dict[int, dict[str, object]] = {}
+    out: list[list[Row]] = [[] for _ in panels]
     for i, panel in enumerate(panels):
+        try:
+            inputs[i] = _inputs(panel)
+        except Exception as exc:  # a malformed record is this panel's failure
+            failure = FailureRecord.from_exception(panel["key"], STAGE, exc)
+            out[i] = [failure_row(failure, "panel", panel["record"].get("article_key", ""))]
+    order = sorted(inputs)
+    result = _classify([inputs[i] for i in order], classifier) if order else {}
+    for j, i in enumerate(order):
+        panel = panels[i]
         rec = panel["record"]
-        if result["modality_l2"][i] is None:
-            failure = _failure(panel["key"], result["error"][i])
-            out.append([failure_row(failure, "panel", rec["article_key"])])
+        if result["modality_l2"][j] is None:
+            failure = _failure(panel["key"], result["error"][j])
+            out[i] = [failure_row(failure, "panel", rec["article_key"])]
             continue
-        rec["modality"] = result["modality_l2"][i]
-        rec["modality_l1"] = result["modality_l1"][i]
-        rec["modality_score"] = result["modality_score"][i]
-        rec["modality_evidence"] = result["modality_evidence"][i]
-        rec["modality_decided_by"] = result["modality_decided_by"][i]
-        if not result["keep"][i]:
-            rec["drop_reason"] = result["drop_reason"][i]
+        rec["modality"] = result["modality_l2"][j]
+        rec["modality_l1"] = result["modality_l1"][j]
+        rec["modality_score"] = result["modality_score"][j]
+        rec["modality_evidence"] = result["modality_evidence"][j]
+        rec["modality_decided_by"] = result["modality_decided_by"][j]
+        if not result["keep"][j]:
+            rec["drop_reason"] = result["drop_reason"][j]
             panel = {**panel, "status": DROPPED, "image": None}
-        out.append([panel])
+        out[i] = [panel]
     return out
