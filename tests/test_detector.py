@@ -236,3 +236,21 @@ def test_warm_start_keeps_the_checkpoint_it_starts_from(tmp_path: Path) -> None:
 
     shipped, tuned = first_conv(WEIGHTS), first_conv(result.weights)
     assert torch.nn.functional.cosine_similarity(shipped, tuned, dim=0) > 0.9
+
+
+def test_the_detector_loads_its_weights_without_unpickling_code(tmp_path) -> None:
+    """In a fresh process (the way a Ray actor starts) the shipped checkpoint loads through
+    ultralytics' restricted loader: torch's weights_only plus an allow-list of its classes."""
+    script = (
+        "from ray_jobs.config import DetectorSettings\n"
+        "from ray_jobs.figures.panels import PanelDetector\n"
+        "PanelDetector(DetectorSettings())\n"
+        "import ultralytics.utils\n"
+        "assert ultralytics.utils.SAFE_LOAD, 'ultralytics loads checkpoints unrestricted'\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "ULTRALYTICS_SAFE_LOAD"}
+    env["YOLO_CONFIG_DIR"] = str(tmp_path / "yolo")
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]

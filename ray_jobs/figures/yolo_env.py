@@ -20,6 +20,9 @@ def ultralytics_offline(config_dir: str | os.PathLike[str] | None = None) -> Mod
     base = Path(config_dir or os.environ.get("YOLO_CONFIG_DIR") or Path.home() / ".cache/pmcvl")
     os.environ["YOLO_OFFLINE"] = "1"
     os.environ["YOLO_CONFIG_DIR"] = str(base)
+    # checkpoints load with torch's weights_only and ultralytics' allow-list of its own
+    # classes, not a full unpickle (read when ultralytics is first imported)
+    os.environ["ULTRALYTICS_SAFE_LOAD"] = "1"
     os.environ.setdefault("MPLCONFIGDIR", str(base / "matplotlib"))
     target = base / "Ultralytics" / "Arial.ttf"
     if not target.exists():
