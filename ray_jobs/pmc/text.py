@@ -335,14 +335,14 @@ def text_with_spans(
     finally:
         for el, text, tail in saved:
             el.text, el.tail = text, tail
-    opens = raw.count(_OPEN)
-    if (opens != raw.count(_CLOSE) or opens > len(marked)) and not _retried:
+    opens, closes = raw.count(_OPEN), raw.count(_CLOSE)
+    if (opens != closes or opens > len(marked)) and not _retried:
         _clear_marks(block)  # the article holds marker characters of its own
         return text_with_spans(block, marked, needs, _retried=True)
     order = list(range(len(marked)))
-    if opens != len(marked) or opens != raw.count(_CLOSE):
+    if opens != len(marked) or opens != closes:
         order = [i for i, el in enumerate(marked) if _rendered(el, block)]
-        if len(order) != opens or opens != raw.count(_CLOSE):
+        if len(order) != opens or opens != closes:
             # cannot tell which is which: no spans, rather than wrong ones
             return normalise_space(_MARKS.sub("", raw)).strip(), [None] * len(marked)
     out: list[str] = []
@@ -445,7 +445,7 @@ class _Boundaries:
     asked for, so a pass over a paragraph's candidates counts each character about once.
     """
 
-    __slots__ = ("_at", "_brackets", "_guard_reach", "_guard_starts", "pattern", "text")
+    __slots__ = ("_at", "_brackets", "_guard_reach", "_guard_starts", "_square", "pattern", "text")
 
     def __init__(self, text: str, protected: Sequence[tuple[int, int] | None]) -> None:
         self.text = text
@@ -458,18 +458,17 @@ class _Boundaries:
         for _, b in guarded:
             reach = max(reach, b)
             self._guard_reach.append(reach)
-        self._brackets = "(" in text or "[" in text
+        self._square = "[" in text or "]" in text
+        self._brackets = "(" in text or self._square
         self._at = (0, 0)  # (offset, depth there)
 
     def _depth(self, pos: int) -> int:
         text, (at, depth) = self.text, self._at
         lo, hi, sign = (at, pos, 1) if pos >= at else (pos, at, -1)
-        depth += sign * (
-            text.count("(", lo, hi)
-            + text.count("[", lo, hi)
-            - text.count(")", lo, hi)
-            - text.count("]", lo, hi)
-        )
+        change = text.count("(", lo, hi) - text.count(")", lo, hi)
+        if self._square:  # most paragraphs hold no square bracket: two scans saved
+            change += text.count("[", lo, hi) - text.count("]", lo, hi)
+        depth += sign * change
         self._at = (pos, depth)
         return depth
 
