@@ -99,11 +99,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             opts.manifest, opts.split, shards.urls, articles, superseded
         )
         install_exclusion(articles, superseded)
-        print(
-            f"excluding {len(articles)} articles and {len(superseded)} superseded samples: "
-            f"{dropped} samples dropped, {num_samples} kept",
-            file=sys.stderr,
-        )
+        what = f"{len(articles)} articles"
+        if superseded:
+            what += f" and {len(superseded)} superseded samples"
+        print(f"excluding {what}: {dropped} samples dropped, {num_samples} kept", file=sys.stderr)
         if num_samples < 1:
             print("no training sample is left after the exclusion", file=sys.stderr)
             return 1
