@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from ray_jobs.config import OutputSettings
 from ray_jobs.dedup import groups
+from ray_jobs.pmc.ledger import version_id, version_ids
 from ray_jobs.shards import superseded
 from ray_jobs.storage.parquet import read_parquet
 from ray_jobs.storage.store import Storage, open_storage
@@ -46,10 +47,8 @@ def _published_hashes(storage: Storage, source: HashSource) -> pa.Table:
     extra = ["pmcid", "pmc_version"] if source.drop else []
     table = read_parquet(storage, source.path, ["key", "sha256", "phash", *extra])
     if source.drop:
-        ids = pc.binary_join_element_wise(
-            table["pmcid"], pc.cast(pc.fill_null(table["pmc_version"], -1), pa.string()), "\0"
-        )
-        gone = pa.array([f"{p}\0{-1 if v is None else v}" for p, v in source.drop], pa.string())
+        ids = version_ids(table["pmcid"], table["pmc_version"])
+        gone = pa.array([version_id(p, v) for p, v in source.drop], pa.string())
         table = table.filter(pc.invert(pc.fill_null(pc.is_in(ids, gone), False)))
     if source.tombstones:
         gone = superseded.read(storage, source.tombstones, source.shard)["key"]

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ray_jobs.pmc.ledger import REF_SCHEMA
+from ray_jobs.pmc.ledger import REF_SCHEMA, version_ids
 from ray_jobs.storage.parquet import read_parquet, write_parquet
 from ray_jobs.storage.store import Storage
 
@@ -87,13 +87,9 @@ def _version(table: pa.Table) -> pa.Array:
     return pc.fill_null(table["version"], -1)
 
 
-def _version(table: pa.Table) -> pa.Array:
-    return pc.fill_null(table["version"], -1)
-
-
 def _article_version_etag(table: pa.Table) -> pa.Array:
-    version = pc.cast(_version(table), pa.string())
-    return pc.binary_join_element_wise(table["pmcid"], version, table["etag"], "\0")
+    ids = version_ids(table["pmcid"], table["version"])
+    return pc.binary_join_element_wise(ids, table["etag"], "\0")
 
 
 def _starts(pmcids: pa.Array) -> np.ndarray:

@@ -73,6 +73,19 @@ def _join_version(version: pa.ChunkedArray | pa.Array) -> pa.Array:
     return pc.fill_null(version, -1)
 
 
+def version_ids(
+    pmcids: pa.ChunkedArray | pa.Array, versions: pa.ChunkedArray | pa.Array
+) -> pa.Array:
+    """One string per article version (pmcid, NUL, version; -1 when unversioned), to match
+    article versions across tables with ``is_in``."""
+    return pc.binary_join_element_wise(pmcids, pc.cast(_join_version(versions), pa.string()), "\0")
+
+
+def version_id(pmcid: str, version: int | None) -> str:
+    """:func:`version_ids` of one article version."""
+    return f"{pmcid}\0{-1 if version is None else version}"
+
+
 def latest_entries(history: pa.Table) -> pa.Table:
     """The latest entry (by time, then part) of each (pmcid, version), in columns. Most
     article versions have one entry: only those with several are sorted."""

@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ray_jobs.pmc.ledger import version_id, version_ids
 from ray_jobs.storage.parquet import read_parquet, write_parquet
 from ray_jobs.storage.store import Storage
 
@@ -41,13 +42,11 @@ def retired(
 ) -> pa.Table:
     """The samples of ``articles`` (pmcid, version) in the shards of the part record
     ``old_part``, as tombstone rows; the part's index files are read by column."""
-    wanted = pa.array(sorted(f"{p}\0{-1 if v is None else v}" for p, v in articles), pa.string())
+    wanted = pa.array(sorted(version_id(p, v) for p, v in articles), pa.string())
     tables = []
     for shard in old_part["shards"]:
         index = read_parquet(storage, shard["index"], ["shard", "key", "pmcid", "pmc_version"])
-        ids = pc.binary_join_element_wise(
-            index["pmcid"], pc.cast(pc.fill_null(index["pmc_version"], -1), pa.string()), "\0"
-        )
+        ids = version_ids(index["pmcid"], index["pmc_version"])
         tables.append(index.filter(pc.fill_null(pc.is_in(ids, wanted), False)))
     table = pa.concat_tables(tables) if tables else SCHEMA.empty_table().drop_columns(["by_part"])
     return table.append_column("by_part", pa.array([by] * table.num_rows, pa.string())).cast(SCHEMA)
