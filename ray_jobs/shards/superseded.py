@@ -85,13 +85,7 @@ def read(storage: Storage, keys: Iterable[str], shard: str | None = None) -> pa.
         if shard is not None:
             table = table.filter(pc.equal(table["shard"], shard))
         tables.append(table)
-    return (
-        pa.concat_tables(tables)
-        if tables
-        else pa.table({"shard": [], "key": []}).cast(
-            pa.schema([("shard", pa.string()), ("key", pa.string())])
-        )
-    )
+    return pa.concat_tables(tables) if tables else SCHEMA.empty_table().select(["shard", "key"])
 
 
 def current(index: pa.Table, tombstones: pa.Table) -> pa.Table:
