@@ -245,6 +245,11 @@ class LongCapSettings(_Section):
     enabled: bool = False
     base_url: str | None = None  # e.g. http://vllm:8000 (a trailing /v1 is accepted)
     model: str = "Qwen/Qwen2.5-VL-7B-Instruct"  # writes the description
+    # work seconds one article may take where its content decides the cost: fetch, parse and
+    # explode, then each of its figures' decode, detection and pairing (the time left rides on
+    # the figure rows). Checked between steps (stages run in thread pools, which Python cannot
+    # preempt; each step is bounded by the size caps); the excess is a time_budget failure row
+    max_seconds_per_article: float = Field(default=600.0, gt=0)
     vision_model: str | None = None  # judges feasibility from the image; None: ``model``
     api_key: SecretStr | None = None
     max_concurrency: int = Field(default=32, ge=1)  # requests in flight per Enricher

@@ -168,6 +168,48 @@ def test_s3_article_naming_too_many_media_fails_before_fetching(
     assert source.fetch(good).media  # the other article is fetched whole
 
 
+def test_a_package_claiming_another_pmcid_fails_without_keys_of_its_own(tmp_path: Path) -> None:
+    """Keys come from an article's ids: a package listed as PMC1 whose XML says PMC2 would
+    write into PMC2's key space, so it fails at stage ``identity`` and makes no figure row."""
+    folder = write_article(tmp_path, "PMC1", 2, png(20, 20))
+    (folder / "PMC1.xml").write_bytes(article_xml("PMC2", 2))
+    write_article(tmp_path, "PMC2", 1, png(20, 20))
+    rows = explode_all(tmp_path)
+    (failure,) = failures(rows["PMC1"])
+    assert (failure["stage"], failure["error_type"], failure["level"]) == (
+        "identity",
+        "identity_mismatch",
+        "article",
+    )
+    assert "PMC2" in failure["message"] and "PMC1" in failure["message"]
+    assert not [r for r in rows["PMC1"] if r["status"] == FIGURE]
+    assert [r["record"]["pmcid"] for r in rows["PMC2"]] == ["PMC2"]
+
+
+def test_a_listing_without_a_pmcid_keeps_the_package_ids(tmp_path: Path) -> None:
+    folder = tmp_path / "article-7"
+    folder.mkdir()
+    (folder / "a.xml").write_bytes(article_xml("PMC7", 1))
+    (folder / "fig.png").write_bytes(png(20, 20))
+    ((key, rows),) = explode_all(tmp_path).items()
+    assert key == "article-7" and [r["record"]["pmcid"] for r in rows] == ["PMC7"]
+
+
+def test_an_article_past_its_time_budget_is_a_failure_row(tmp_path: Path) -> None:
+    write_article(tmp_path, "PMC1", 2, png(20, 20))
+    rows = explode_all(tmp_path, pipeline={"max_seconds_per_article": 1e-9})
+    (failure,) = failures(rows["PMC1"])
+    assert (failure["stage"], failure["error_type"], failure["level"]) == (
+        "parse",
+        "time_budget",
+        "article",
+    )
+    assert "max_seconds_per_article" in failure["message"]
+    ok = explode_all(tmp_path)["PMC1"]
+    assert [r["status"] for r in ok] == [FIGURE, FIGURE]
+    assert all(0 < r["record"]["_budget_s"] <= 600 for r in ok)  # the rest rides on the rows
+
+
 # -- the panel stage ------------------------------------------------------------------------
 
 
@@ -233,3 +275,18 @@ def test_a_figure_with_too_many_panels_fails_whole(
             assert failed["record"]["level"] == "figure"
         else:
             assert len(rows) == count and all(r["status"] == OK for r in rows)
+
+
+def test_figures_past_their_article_budget_fail_and_the_budget_stays_out_of_records(
+    corpus_settings, corpus_figures, detector
+) -> None:
+    """A figure whose article has no time left is not detected; one with time left gets its
+    panels, and the budget field never reaches a panel record (the shard contract)."""
+    spent = {**corpus_figures[0], "record": {**corpus_figures[0]["record"], "_budget_s": 0.0}}
+    fresh = corpus_figures[1]
+    out = panel_rows([spent, fresh], detector, corpus_settings)
+    (failed,) = out[0]
+    failure = failed["record"]["failure"]
+    assert (failure["stage"], failure["error_type"]) == ("detect", "time_budget")
+    assert out[1] and all(r["status"] == OK for r in out[1])
+    assert not any("_budget_s" in r["record"] for r in out[1])

@@ -11,11 +11,13 @@ huge image, and each figure row carries its own copy through every stage.
 from __future__ import annotations
 
 import hashlib
+import time
 from typing import Any
 
 from ray_jobs.config import PipelineSettings, Settings
 from ray_jobs.failures import FailureRecord
 from ray_jobs.figures.images import header_decoded_bytes
+from ray_jobs.pipeline import budget
 from ray_jobs.pipeline.rows import ARTICLE, FIGURE, Row, failure_row, make_row
 from ray_jobs.pmc.fetch import fetch_and_parse
 from ray_jobs.pmc.records import Article, ArticleRef, Figure
@@ -159,7 +161,12 @@ def explode_article(
         "location": ref.location,
         "figures": 0,
     }
+    start = time.monotonic()
+    limit = settings.pipeline.max_seconds_per_article
     got = fetch_and_parse(source, ref, settings.archive.max_xml_bytes)
+    if not isinstance(got, FailureRecord):
+        spent = time.monotonic() - start
+        got = budget.overrun(ref.key, "parse", spent, limit, "fetch and parse") or got
     if isinstance(got, FailureRecord):
         return [failure_row(got, "article", ref.key)], make_row(ref.key, ARTICLE, marker)
     package, article = got
@@ -175,6 +182,10 @@ def explode_article(
         max_figures=limits.max_figures_per_article,
         max_decoded_bytes=limits.max_decoded_bytes_per_article,
     )
+    left = limit - (time.monotonic() - start)
+    for row in rows:
+        if row["status"] == FIGURE:
+            row["record"][budget.LEFT] = left
     marker["figures"] = len(article.figures)
     return rows, make_row(ref.key, ARTICLE, marker)
 

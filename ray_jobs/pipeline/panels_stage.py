@@ -14,6 +14,7 @@ would give the kept panels subcaptions meant for the dropped ones, silently wron
 from __future__ import annotations
 
 import io
+import time
 from typing import Any
 
 from ray_jobs.captions.pairing import MentionRef, PanelBox, pair_panels
@@ -25,6 +26,7 @@ from ray_jobs.failures import FailureRecord
 from ray_jobs.figures.images import STAGE as IMAGE_STAGE
 from ray_jobs.figures.images import header_decoded_bytes, pillow_open
 from ray_jobs.figures.panels import STAGE, FigurePanels, PanelDetector
+from ray_jobs.pipeline import budget
 from ray_jobs.pipeline.rows import OK, Row, failure_row, make_row
 from ray_jobs.shards.records import panel_key
 
@@ -48,7 +50,7 @@ def figure_panel_rows(figure: Row, found: FigurePanels, settings: Settings) -> l
     dropped: dict[str, int] = {}
     for d in found.dropped:
         dropped[d.reason] = dropped.get(d.reason, 0) + 1
-    shared = {k: v for k, v in rec.items() if k != "bold_labels"}
+    shared = {k: v for k, v in rec.items() if k not in ("bold_labels", budget.LEFT)}
     rows = []
     for panel, pair in zip(found.panels, paired, strict=True):
         crop = panel.crop
@@ -101,6 +103,12 @@ def too_many_panels(found: FigurePanels, max_panels: int) -> FailureRecord | Non
     return FailureRecord(found.figure_key, STAGE, "too_many_panels", message)
 
 
+def left_of(figure: Row) -> float:
+    """Seconds the figure's article has left (no budget on rows made outside the build)."""
+    left = figure["record"].get(budget.LEFT)
+    return float("inf") if left is None else left
+
+
 def panel_rows(figures: list[Row], detector: PanelDetector, settings: Settings) -> list[list[Row]]:
     """One list of rows per figure row: its panels, or its failure."""
     limits = settings.detector
@@ -108,9 +116,14 @@ def panel_rows(figures: list[Row], detector: PanelDetector, settings: Settings) 
     for f in figures:
         if (refused := oversized(f["key"], f["image"], limits.max_decoded_bytes)) is not None:
             failed[f["key"]] = refused
-    found, failures = detector.detect(
-        [(f["key"], f["image"]) for f in figures if f["key"] not in failed]
-    )
+    for f in figures:  # a figure whose article spent its budget is not detected at all
+        late = budget.overrun(f["key"], STAGE, 0.0, left_of(f), "the article's earlier work")
+        if f["key"] not in failed and late is not None:
+            failed[f["key"]] = late
+    todo = [(f["key"], f["image"]) for f in figures if f["key"] not in failed]
+    start = time.monotonic()
+    found, failures = detector.detect(todo)
+    share = (time.monotonic() - start) / max(len(todo), 1)
     by_key = {f.figure_key: f for f in found}
     failed |= {f.source_key: f for f in failures}
     for f in found:
@@ -122,8 +135,13 @@ def panel_rows(figures: list[Row], detector: PanelDetector, settings: Settings) 
         try:
             if figure["key"] in failed:
                 out.append([failure_row(failed[figure["key"]], "figure", article_key)])
-            else:
-                out.append(figure_panel_rows(figure, by_key[figure["key"]], settings))
+                continue
+            start = time.monotonic()
+            rows = figure_panel_rows(figure, by_key[figure["key"]], settings)
+            spent = share + time.monotonic() - start
+            what = "detection, pairing and crops"
+            late = budget.overrun(figure["key"], STAGE, spent, left_of(figure), what)
+            out.append(rows if late is None else [failure_row(late, "figure", article_key)])
         except Exception as exc:  # a pairing fault fails this figure only
             failure = FailureRecord.from_exception(figure["key"], STAGE, exc)
             out.append([failure_row(failure, "figure", article_key)])

@@ -20,6 +20,7 @@ from ray_jobs.pmc.sources import ArticleSource
 log = logging.getLogger(__name__)
 
 RETRACTED = "retracted"
+IDENTITY = "identity"
 
 
 def fetch_and_parse(
@@ -30,11 +31,34 @@ def fetch_and_parse(
     try:
         package = source.fetch(ref)
         stage = "parse"
-        return package, parse_package(package, max_xml_bytes)
+        article = parse_package(package, max_xml_bytes)
+        check_identity(ref, article)
+        return package, article
     except Exception as exc:  # any failure of one article is that article's failure row
         if not isinstance(exc, StageError):
             log.debug("unexpected error on %s", ref.key, exc_info=True)
         return FailureRecord.from_exception(ref.key, stage, exc)
+
+
+def check_identity(ref: ArticleRef, article: Article) -> None:
+    """Refuse a package whose own ids contradict its listing's.
+
+    Keys, ledger rows and tombstones are all built from an article's identity, so a package
+    that claims another article's PMCID (or version) would write into that article's key
+    space. Where the listing names a PMCID (S3, bundles, ``PMC*`` folders) it is the
+    authority; a package listed without one (a dev folder named ``article-7``) keeps its own.
+    """
+    claims = []
+    if ref.pmcid.startswith("PMC") and article.pmcid not in (None, ref.pmcid):
+        claims.append(f"PMCID {article.pmcid}")
+    if None not in (ref.version, article.version) and article.version != ref.version:
+        claims.append(f"version {article.version}")
+    if claims:
+        raise StageError(
+            IDENTITY,
+            "identity_mismatch",
+            f"the package claims {' and '.join(claims)} but is listed as {ref.key}",
+        )
 
 
 def ledger_entry(
