@@ -78,11 +78,33 @@ class ArchiveLimits(_Section):
 
 
 class OutputS3Settings(S3Settings):
-    """Writes are always signed: anonymous is off unless a file says otherwise explicitly."""
+    """Writes are always signed: anonymous is off unless a file says otherwise explicitly.
+
+    Files from ``multipart_threshold_bytes`` up (shards) go as multipart uploads, streamed
+    from disk in parts of ``multipart_part_bytes`` with ``multipart_concurrency`` in flight (the
+    memory a writer needs: part size × concurrency); S3 refuses single PUTs over 5 GB."""
 
     anonymous: bool = False
 
 
+    multipart_threshold_bytes: int = Field(default=64 * 2**20, ge=5 * 2**20)
+    multipart_part_bytes: int = Field(default=16 * 2**20, ge=5 * 2**20)  # S3's least part size
+    multipart_concurrency: int = Field(default=4, ge=1)
+
+
+class LicenseSettings(_Section):
+    """Which article licenses a build admits, e.g. ``allow: [cc0, cc-by]`` for a commercial-use
+    subset. Codes in any spelling ``normalise_code`` reads, checked against the vocabulary at
+    load (a typo must not build an empty subset); ``unknown`` admits articles whose license
+    could not be read. None: every article, whatever its license. An article outside the list
+    is recorded as skipped with its reason (``ray_jobs.pmc.license_policy``)."""
+
+    allow: list[str] | None = None
+
+    @field_validator("allow")
+    @classmethod
+    def _known_codes(cls, value: list[str] | None) -> list[str] | None:
+        return None if value is None else parse_allow_list(value)
 class OutputSettings(_Section):
     """Where a run writes: a local folder or ``s3://bucket/prefix``."""
 
@@ -224,6 +246,9 @@ class PipelineSettings(_Section):
     # what one article may put into the pipeline: many <fig> elements naming one huge image
     # would otherwise be copied once per figure through every stage. The first figures within
     # both bounds go on; the rest become one figure failure row (too_many_figures or
+    # a shard also closes before the sample that would take it past this many bytes (a sample
+    # larger than that alone is a shard of its own); shards stream through a temp file
+    max_shard_bytes: int = Field(default=2**30, ge=2**16)
     # too_many_decoded_bytes), the decoded size read from each image's header
     max_figures_per_article: int = Field(default=300, ge=1)
     max_decoded_bytes_per_article: int = Field(default=4 * 2**30, ge=1)

@@ -540,6 +540,7 @@ def _commit(
     ledger: Ledger,
     report: BuildReport,
     parts: list[dict[str, Any]],
+                settings.pipeline.max_shard_bytes,
 ) -> None:
     """The part's files are written: its ledger segment makes it part of the dataset."""
     from ray_jobs.pipeline import staging

@@ -187,8 +187,11 @@ class PartAssembler:
         are the part's stale and replace plan rows."""
         rows = sorted(rows, key=lambda r: (r["key"], r["status"]))
         writers = {
-            split: ShardWriter(storage, split, samples_per_shard, self.name, self.run_id)
+            split: ShardWriter(
+                storage, split, samples_per_shard, self.name, self.run_id, max_shard_bytes
+            )
             for split in ("train", "val")
+        max_shard_bytes: int = 2**30,
         }
         for row in rows:
             if row["status"] != ARTICLE:
@@ -235,10 +238,13 @@ def assemble_part(
     from ray_jobs.pipeline import staging
 
     storage = open_storage(output.uri, output.s3)
+    max_shard_bytes: int,
     rows = staging.read_rows(storage, staged)
     verdicts = staging.read_verdicts(storage, part)
     if enriched is not None:  # kept panels that stay were sent through enrichment
         rows = [r for r in rows if r["status"] != OK or r["key"] in verdicts]
         rows += staging.read_rows(storage, enriched)
     rows = apply_verdicts(rows, verdicts, set(unpublished))
-    return PartAssembler(part, run_id).assemble(storage, rows, samples_per_shard, others)
+    return PartAssembler(part, run_id).assemble(
+        storage, rows, samples_per_shard, others, max_shard_bytes
+    )

@@ -1,21 +1,24 @@
 """WebDataset shards with their Parquet index and stats, written atomically one shard at a time.
 
-A shard is assembled in memory (a fixed number of samples, so its size is bounded) with fixed
-tar metadata (mtime, owner, mode), so the same samples always give byte-identical shards and
-the same sha256. Each shard then gets ``index/<name>.parquet`` (its rows without image bytes,
-plus shard and member names) and ``stats/<name>.json``; nothing lists the shard until the
-part that holds it is committed (see ``ray_jobs.shards.part``).
+A shard closes at ``samples_per_shard`` samples or before the sample that would take it past
+``max_shard_bytes``, and is streamed into a temp file (hashed on the way), then handed to the
+storage as a file (a multipart upload on S3 when large), so a writer's memory does not grow
+with the shard. Tar metadata is fixed (mtime, owner, mode), so the same samples always give
+byte-identical shards and the same sha256. Each shard then gets ``index/<name>.parquet``
+(its rows without image bytes, plus shard and member names) and ``stats/<name>.json``;
+nothing lists the shard until the part that holds it is committed (see
+``ray_jobs.shards.part``).
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import tarfile
+import tempfile
 from collections import Counter
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import IO, Any
 
 import pyarrow as pa
 
@@ -69,28 +72,48 @@ def ustar_header(name: str, size: int) -> bytes:
     return bytes(header)
 
 
+def member_bytes(name: str, size: int) -> int:
+    """What a member takes in the tar: its header (a pax one for a long name) and padded data."""
+    return len(ustar_header(name, size)) + size + (-size % tarfile.BLOCKSIZE)
+
+
+# the end-of-archive blocks and the padding to a whole record, at most
+END_BYTES = 2 * tarfile.BLOCKSIZE + tarfile.RECORDSIZE - tarfile.BLOCKSIZE
+
+
 class TarBuilder:
-    """A tar archive in memory with fixed member metadata (mtime 0, root, 0644).
+    """A tar archive streamed into a temp file, with fixed member metadata (mtime 0, root,
+    0644), its sha256 and size kept on the way.
 
     Headers are built from a template (see :func:`ustar_header`): ``TarFile.addfile`` spends
     more on copying and re-deriving each header than on the bytes of a small member.
     """
 
     def __init__(self) -> None:
-        self.buffer = io.BytesIO()
+        self.file = tempfile.TemporaryFile(prefix="pmcvl-shard-")  # noqa: SIM115 (closed by _flush)
+        self.digest = hashlib.sha256()
+        self.size = 0
+
+    def _write(self, data: bytes) -> None:
+        self.file.write(data)
+        self.digest.update(data)
+        self.size += len(data)
 
     def add(self, name: str, data: bytes) -> None:
-        self.buffer.write(ustar_header(name, len(data)))
-        self.buffer.write(data)
+        self._write(ustar_header(name, len(data)))
+        self._write(data)
         if pad := -len(data) % tarfile.BLOCKSIZE:
-            self.buffer.write(tarfile.NUL * pad)
+            self._write(tarfile.NUL * pad)
 
-    def close(self) -> bytes:
-        """The end-of-archive blocks, padded to a whole record as ``tarfile`` does."""
-        self.buffer.write(tarfile.NUL * (2 * tarfile.BLOCKSIZE))
-        if pad := -self.buffer.tell() % tarfile.RECORDSIZE:
-            self.buffer.write(tarfile.NUL * pad)
-        return self.buffer.getvalue()
+    def close(self) -> IO[bytes]:
+        """The end-of-archive blocks, padded to a whole record as ``tarfile`` does; the file,
+        rewound for reading (the caller closes it, which deletes it)."""
+        self._write(tarfile.NUL * (2 * tarfile.BLOCKSIZE))
+        if pad := -self.size % tarfile.RECORDSIZE:
+            self._write(tarfile.NUL * pad)
+        self.file.flush()
+        self.file.seek(0)
+        return self.file
 
 
 @dataclass
@@ -138,11 +161,18 @@ class ShardWriter:
     """
 
     def __init__(
-        self, storage: Storage, split: str, samples_per_shard: int, part: str, run_id: str
+        self,
+        storage: Storage,
+        split: str,
+        samples_per_shard: int,
+        part: str,
+        run_id: str,
+        max_shard_bytes: int = 2**30,
     ):
         self.storage = storage
         self.split = split
         self.samples_per_shard = samples_per_shard
+        self.max_shard_bytes = max_shard_bytes
         self.part = part
         self.run_id = run_id
         self.written: list[ShardInfo] = []
@@ -151,10 +181,13 @@ class ShardWriter:
         self._tar: TarBuilder | None = None
 
     def add(self, record: PanelRecord, image: bytes) -> None:
-        if self._tar is None:
-            self._tar = TarBuilder()
         data = record.to_json_dict()
         members = sample_members(record, image, data)
+        size = sum(member_bytes(name, len(content)) for name, content in members)
+        if self._tar is not None and self._tar.size + size + END_BYTES > self.max_shard_bytes:
+            self._flush()
+        if self._tar is None:
+            self._tar = TarBuilder()
         for name, content in members:
             self._tar.add(name, content)
         self._records.append(record)
@@ -165,20 +198,21 @@ class ShardWriter:
     def _flush(self) -> None:
         if self._tar is None or not self._records:
             return
-        data = self._tar.close()
+        tar = self._tar
         stem = f"{self.split}-{self.part}-{len(self.written):04d}"
-        info = ShardInfo(
-            name=f"{SHARDS}/{stem}.tar",
-            index=f"{INDEX}/{stem}.parquet",
-            stats=f"{STATS}/{stem}.json",
-            split=self.split,
-            samples=len(self._records),
-            bytes=len(data),
-            sha256=hashlib.sha256(data).hexdigest(),
-            run_id=self.run_id,
-            part=self.part,
-        )
-        self.storage.write_bytes(info.name, data)
+        with tar.close() as file:
+            info = ShardInfo(
+                name=f"{SHARDS}/{stem}.tar",
+                index=f"{INDEX}/{stem}.parquet",
+                stats=f"{STATS}/{stem}.json",
+                split=self.split,
+                samples=len(self._records),
+                bytes=tar.size,
+                sha256=tar.digest.hexdigest(),
+                run_id=self.run_id,
+                part=self.part,
+            )
+            self.storage.write_file(info.name, file)
         for row in self._rows:
             row["shard"] = info.name
         write_parquet(

@@ -1,10 +1,12 @@
 """Where a run's outputs live: a local folder or an S3 prefix, behind one small interface.
 
 Keys are relative, ``/``-separated and checked: nothing can be written outside the root.
-Writes are atomic (a temp file renamed into place locally; a single PUT on S3), so a reader
-never sees half an object. ``create`` and ``replace`` are conditional writes (create only if
-absent, replace only if unchanged since read: S3's ``If-None-Match`` / ``If-Match``; locally a
-hard link and a file lock), what a lease on the output needs.
+Writes are atomic (a temp file renamed into place locally; a single PUT, or a multipart upload
+completed at once, on S3), so a reader never sees half an object. A local output holds no
+links: one planted there is refused, never followed (``links``). ``create`` and ``replace``
+are conditional writes (create only if absent, replace only if unchanged since read: S3's
+``If-None-Match`` / ``If-Match``; locally a hard link and a file lock), what a lease on the
+output needs.
 """
 
 from __future__ import annotations
@@ -12,18 +14,21 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Protocol
 from urllib.parse import urlparse
 
 import boto3
+from boto3.s3.transfer import TransferConfig
 from botocore import UNSIGNED
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from ray_jobs.config import S3Settings
+from ray_jobs.config import OutputS3Settings, S3Settings
+from ray_jobs.storage import links
 
 # a conditional PUT that lost: taken (If-None-Match), changed or gone (If-Match)
 _CONDITION_FAILED = ("PreconditionFailed", "ConditionalRequestConflict", "NoSuchKey")
@@ -53,6 +58,8 @@ class Storage(Protocol):
 
     def read_bytes(self, key: str) -> bytes: ...
     def write_bytes(self, key: str, data: bytes) -> None: ...
+    # a file's content from its current position: large objects without a copy in memory
+    def write_file(self, key: str, source: BinaryIO) -> None: ...
     def exists(self, key: str) -> bool: ...
     def list(self, prefix: str) -> Iterator[str]: ...
     def delete(self, key: str) -> None: ...
@@ -68,18 +75,21 @@ class LocalStorage:
         self.uri = str(self.root)
 
     def _path(self, key: str) -> Path:
-        return self.root / check_key(key)
+        return links.check_path(self.root, self.root / check_key(key))
 
     def read_bytes(self, key: str) -> bytes:
         return self._path(key).read_bytes()
 
-    def _staged(self, path: Path, data: bytes) -> str:
+    def _staged(self, path: Path, data: bytes | BinaryIO) -> str:
         """``data`` in a synced temp file next to ``path``; the caller moves it into place."""
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
+                if isinstance(data, bytes):
+                    handle.write(data)
+                else:
+                    shutil.copyfileobj(data, handle, 2**20)
                 handle.flush()
                 os.fsync(handle.fileno())
         except BaseException:
@@ -88,6 +98,12 @@ class LocalStorage:
         return tmp
 
     def write_bytes(self, key: str, data: bytes) -> None:
+        self._write(key, data)
+
+    def write_file(self, key: str, source: BinaryIO) -> None:
+        self._write(key, source)
+
+    def _write(self, key: str, data: bytes | BinaryIO) -> None:
         path = self._path(key)
         tmp = self._staged(path, data)
         try:
@@ -130,12 +146,11 @@ class LocalStorage:
         return self._path(key).is_file()
 
     def list(self, prefix: str) -> Iterator[str]:
-        base = self.root / prefix if prefix else self.root
+        base = links.check_path(self.root, self.root / prefix) if prefix else self.root
         if not base.is_dir():
             return
-        for path in sorted(base.rglob("*")):
-            if path.is_file() and not path.name.startswith("."):
-                yield path.relative_to(self.root).as_posix()
+        found = (p.relative_to(self.root).as_posix() for p in links.files(base))
+        yield from sorted(k for k in found if not k.rsplit("/", 1)[-1].startswith("."))
 
     def delete(self, key: str) -> None:
         """Remove ``key``, and folders it leaves empty (as on S3, where a prefix with no
@@ -157,6 +172,16 @@ class S3Storage:
         self.prefix = prefix.strip("/")
         self.uri = f"s3://{bucket}/{self.prefix}".rstrip("/")
         self.client = s3_client(settings)
+        out = (
+            settings
+            if isinstance(settings, OutputS3Settings)
+            else OutputS3Settings.model_validate(settings.model_dump())
+        )
+        self.transfer = TransferConfig(
+            multipart_threshold=out.multipart_threshold_bytes,
+            multipart_chunksize=out.multipart_part_bytes,
+            max_concurrency=out.multipart_concurrency,
+        )
 
     def _key(self, key: str) -> str:
         check_key(key)
@@ -172,6 +197,11 @@ class S3Storage:
 
     def write_bytes(self, key: str, data: bytes) -> None:
         self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+
+    def write_file(self, key: str, source: BinaryIO) -> None:
+        """A single PUT under the threshold, else a multipart upload streamed from ``source``;
+        the object appears only when the upload completes (an aborted one leaves none)."""
+        self.client.upload_fileobj(source, self.bucket, self._key(key), Config=self.transfer)
 
     def _conditional_put(self, key: str, data: bytes, **condition: str) -> str | None:
         try:
@@ -226,7 +256,7 @@ def open_storage(uri: str, s3: S3Settings | None = None) -> Storage:
     """``s3://bucket/prefix`` → S3Storage; anything else is a local folder."""
     parsed = urlparse(uri)
     if parsed.scheme == "s3":
-        return S3Storage(parsed.netloc, parsed.path, s3 or S3Settings(anonymous=False))
+        return S3Storage(parsed.netloc, parsed.path, s3 or OutputS3Settings())
     if parsed.scheme not in ("", "file"):
         raise ValueError(f"unsupported output URI scheme {parsed.scheme!r} in {uri!r}")
     return LocalStorage(parsed.path if parsed.scheme == "file" else uri)

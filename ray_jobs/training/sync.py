@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from ray_jobs.config import OutputS3Settings, S3Settings
+from ray_jobs.storage import links
 from ray_jobs.storage.store import check_key, s3_client
 
 MANIFEST = "manifest.json"
@@ -51,15 +52,18 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _fetch(src_uri: str, key: str, dest: Path, s3: S3Settings) -> None:
-    """``{src_uri}/{key}`` → ``dest``, through a temp file renamed into place."""
+def _fetch(src_uri: str, key: str, root: Path, dest: Path, s3: S3Settings) -> None:
+    """``{src_uri}/{key}`` → ``dest`` (under ``root``), through a temp file renamed into place;
+    a link on either side is refused, never followed."""
+    links.check_path(root, dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.part")
     remote = _s3(src_uri)
     if remote:
         s3_client(s3).download_file(remote[0], _join(remote[1], check_key(key)), str(tmp))
     else:
-        shutil.copyfile(_local(src_uri) / check_key(key), tmp)
+        src = _local(src_uri)
+        shutil.copyfile(links.check_path(src, src / check_key(key)), tmp)
     os.replace(tmp, dest)
 
 
@@ -75,7 +79,7 @@ def pull_dataset(
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     (dest / MANIFEST).unlink(missing_ok=True)  # rewritten last, only once all is in place
-    _fetch(root_uri, MANIFEST, dest / f".{MANIFEST}.source", s3)
+    _fetch(root_uri, MANIFEST, dest, dest / f".{MANIFEST}.source", s3)
     manifest = json.loads((dest / f".{MANIFEST}.source").read_text(encoding="utf-8"))
     shards = [s for s in manifest.get("shards", []) if s.get("split") == split]
     if not shards:
@@ -88,11 +92,11 @@ def pull_dataset(
     for key, sha in wanted:
         if not key:
             continue
-        path = dest / check_key(key)
+        path = links.check_path(dest, dest / check_key(key))
         if path.is_file() and sha and sha256_file(path) == sha:
             skipped += 1
             continue
-        _fetch(root_uri, key, path, s3)
+        _fetch(root_uri, key, dest, path, s3)
         if sha and sha256_file(path) != sha:
             raise ValueError(f"{root_uri}/{key}: sha256 differs from the manifest's")
         pulled += 1
@@ -120,13 +124,13 @@ def copy_tree(src: str, dst: str, s3: S3Settings | None = None) -> int:
         ):
             for obj in page.get("Contents", []):
                 rel = obj["Key"][len(prefix) :].lstrip("/")
-                _fetch(src, rel, _local(dst) / check_key(rel), s3)
+                _fetch(src, rel, _local(dst), _local(dst) / check_key(rel), s3)
                 count += 1
         if not count:
             raise FileNotFoundError(f"{src}: nothing there")
         return count
     root = _local(src)
-    files = sorted(p for p in root.rglob("*") if p.is_file())
+    files = list(links.files(root))  # a link in the tree is refused, never uploaded
     if not files:
         raise FileNotFoundError(f"{src}: nothing there")
     client = s3_client(s3) if dst_s3 else None
@@ -135,7 +139,7 @@ def copy_tree(src: str, dst: str, s3: S3Settings | None = None) -> int:
         if dst_s3 and client is not None:
             client.upload_file(str(path), dst_s3[0], _join(dst_s3[1], rel))
         else:
-            target = _local(dst) / rel
+            target = links.check_path(_local(dst), _local(dst) / rel)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, target)
     return len(files)
