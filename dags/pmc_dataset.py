@@ -58,7 +58,12 @@ RETRIES = int(os.environ.get("PMCVL_DAG_RETRIES", "2"))  # 0 for a local demo: f
             description="caption enrichment through the LLM server; null: as the config says",
         ),
         "overrides": Param(
-            {}, type="object", description="further config overrides, nested as in the YAML"
+            {},
+            type="object",
+            description=(
+                "further config overrides, nested as in the YAML; secrets are refused (use the"
+                " connection and the cluster's Secret), model paths must be under model_roots"
+            ),
         ),
     },
     doc_md=__doc__,
@@ -102,7 +107,6 @@ def pmc_dataset():
         entrypoint=plan["entrypoint"],
         runtime_env=plan["runtime_env"],
         ray_conn_id=RAY_CONN_ID,
-        llm_conn_id=LLM_CONN_ID,  # its key reaches the job at submission, never through XCom
         pool=GPU_POOL,
         poll_interval=10,
         execution_timeout=timedelta(hours=20),

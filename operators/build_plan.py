@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from operators.connections import LLM_CONN_ID, llm_endpoint
+from operators.run_params import ParamRefused, check_overrides, has_credentials
 from ray_jobs.config import (  # pydantic and yaml only: cheap at DAG parse time
     LLM_BASE_URL_ENV,
     deep_merge,
@@ -48,9 +49,13 @@ def run_overrides(params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def run_settings(params: Mapping[str, Any]):  # type: ignore[no-untyped-def]
+    """The run's settings; params that may not be params (secrets, models from elsewhere) are
+    refused first (:mod:`operators.run_params`)."""
     from ray_jobs.config import load_settings
 
-    return load_settings(params.get("config") or None, **run_overrides(params))
+    tree = run_overrides(params)
+    check_overrides(tree, load_settings(params.get("config") or None).model_roots)
+    return load_settings(params.get("config") or None, **tree)
 
 
 def entrypoint(params: Mapping[str, Any]) -> str:
@@ -69,6 +74,11 @@ def plan_build(params: Mapping[str, Any], llm_conn_id: str | None = LLM_CONN_ID)
     enrich = bool(settings.longcap.enabled and llm.base_url)
     env = settings_env(run_overrides(params))
     if enrich and not settings.longcap.base_url:
+        if has_credentials(llm.base_url):  # the runtime env is shown in the Ray dashboard
+            raise ParamRefused(
+                f"the {llm_conn_id} connection's URL carries credentials; give the key as the "
+                "connection's password and in the cluster's Secret instead"
+            )
         env[LLM_BASE_URL_ENV] = str(llm.base_url)  # from the connection: the job needs it
     return {
         "output_uri": settings.output.uri,

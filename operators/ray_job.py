@@ -30,8 +30,8 @@ from typing import Any, ClassVar
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
-from operators.connections import RAY_CONN_ID, llm_endpoint, ray_endpoint
-from ray_jobs.config import LLM_API_KEY_ENV
+from operators.connections import RAY_CONN_ID, ray_endpoint
+from operators.run_params import check_runtime_env
 
 MAX_ATTEMPTS = 50
 SUBMIT_WAIT_S = 120.0  # how long a submission waits for a cluster's job agent to register
@@ -83,8 +83,6 @@ class RayJobOperator(BaseOperator):
         entrypoint_resources: what the driver reserves on the cluster
     :param submission_id: fixed job id; by default derived from the task instance
     :param ray_conn_id: the Ray dashboard connection
-    :param llm_conn_id: the LLM server connection whose API key (its password) the job gets as
-        ``PMCVL_LLM_API_KEY``, added at submission so the key never sits in XCom or templates
     :param poll_interval: seconds between status polls
     :param deferrable: wait in the triggerer (default) or in the worker
     """
@@ -115,7 +113,6 @@ class RayJobOperator(BaseOperator):
         entrypoint_resources: dict[str, float] | None = None,
         submission_id: str | None = None,
         ray_conn_id: str | None = RAY_CONN_ID,
-        llm_conn_id: str | None = None,
         poll_interval: float = 10.0,
         deferrable: bool = True,
         stream_logs: bool = True,
@@ -131,7 +128,6 @@ class RayJobOperator(BaseOperator):
         self.entrypoint_resources = entrypoint_resources
         self.submission_id = submission_id
         self.ray_conn_id = ray_conn_id
-        self.llm_conn_id = llm_conn_id
         self.poll_interval = poll_interval
         self.deferrable = deferrable
         self.stream_logs = stream_logs
@@ -159,15 +155,11 @@ class RayJobOperator(BaseOperator):
             raise
 
     def _runtime_env(self) -> dict[str, Any] | None:
-        """``runtime_env`` with the LLM server's key from its connection, when it has one."""
-        if self.llm_conn_id is None:
-            return self.runtime_env or None
-        key = llm_endpoint(self.llm_conn_id).api_key
-        if not key:
-            return self.runtime_env or None
-        env = dict(self.runtime_env or {})
-        env["env_vars"] = {**env.get("env_vars", {}), LLM_API_KEY_ENV: key}
-        return env
+        """``runtime_env`` as given, once checked to hold no secret: the Ray dashboard shows
+        every job's runtime env, so keys come from the cluster's own Secret (the chart mounts
+        ``PMCVL_LLM_API_KEY`` from ``vllm.apiKey.existingSecret`` into every Ray pod)."""
+        check_runtime_env(self.runtime_env)
+        return self.runtime_env or None
 
     # -- submit or re-attach ------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from pydantic import (
 
 ENV_PREFIX = "PMCVL__"
 LLM_BASE_URL_ENV = "PMCVL_LLM_BASE_URL"  # the LLM server when longcap.base_url is unset
+PROJECT_MODELS = Path(__file__).resolve().parents[1] / "models"  # the shipped checkpoints
 LLM_API_KEY_ENV = "PMCVL_LLM_API_KEY"  # its key when longcap.api_key is unset
 
 
@@ -85,26 +86,11 @@ class OutputS3Settings(S3Settings):
     memory a writer needs: part size × concurrency); S3 refuses single PUTs over 5 GB."""
 
     anonymous: bool = False
-
-
     multipart_threshold_bytes: int = Field(default=64 * 2**20, ge=5 * 2**20)
     multipart_part_bytes: int = Field(default=16 * 2**20, ge=5 * 2**20)  # S3's least part size
     multipart_concurrency: int = Field(default=4, ge=1)
 
 
-class LicenseSettings(_Section):
-    """Which article licenses a build admits, e.g. ``allow: [cc0, cc-by]`` for a commercial-use
-    subset. Codes in any spelling ``normalise_code`` reads, checked against the vocabulary at
-    load (a typo must not build an empty subset); ``unknown`` admits articles whose license
-    could not be read. None: every article, whatever its license. An article outside the list
-    is recorded as skipped with its reason (``ray_jobs.pmc.license_policy``)."""
-
-    allow: list[str] | None = None
-
-    @field_validator("allow")
-    @classmethod
-    def _known_codes(cls, value: list[str] | None) -> list[str] | None:
-        return None if value is None else parse_allow_list(value)
 class OutputSettings(_Section):
     """Where a run writes: a local folder or ``s3://bucket/prefix``."""
 
@@ -243,15 +229,20 @@ class PipelineSettings(_Section):
         default_factory=lambda: StageResources(num_cpus=0.1, batch_size=64)
     )
     samples_per_shard: int = Field(default=1000, ge=1)
-    # what one article may put into the pipeline: many <fig> elements naming one huge image
-    # would otherwise be copied once per figure through every stage. The first figures within
-    # both bounds go on; the rest become one figure failure row (too_many_figures or
     # a shard also closes before the sample that would take it past this many bytes (a sample
     # larger than that alone is a shard of its own); shards stream through a temp file
     max_shard_bytes: int = Field(default=2**30, ge=2**16)
+    # what one article may put into the pipeline: many <fig> elements naming one huge image
+    # would otherwise be copied once per figure through every stage. The first figures within
+    # both bounds go on; the rest become one figure failure row (too_many_figures or
     # too_many_decoded_bytes), the decoded size read from each image's header
     max_figures_per_article: int = Field(default=300, ge=1)
     max_decoded_bytes_per_article: int = Field(default=4 * 2**30, ge=1)
+    # work seconds one article may take where its content decides the cost: fetch, parse and
+    # explode, then each of its figures' decode, detection and pairing (the time left rides on
+    # the figure rows). Checked between steps (stages run in thread pools, which Python cannot
+    # preempt; each step is bounded by the size caps); the excess is a time_budget failure row
+    max_seconds_per_article: float = Field(default=600.0, gt=0)
     # share of articles (by a hash of the PMCID, so an article never straddles splits) in "val"
     val_fraction: float = Field(default=0.0, ge=0, lt=1)
     # perceptual-hash Hamming distance (of 64 bits) at or under which two panels are one image;
@@ -270,11 +261,6 @@ class LongCapSettings(_Section):
     enabled: bool = False
     base_url: str | None = None  # e.g. http://vllm:8000 (a trailing /v1 is accepted)
     model: str = "Qwen/Qwen2.5-VL-7B-Instruct"  # writes the description
-    # work seconds one article may take where its content decides the cost: fetch, parse and
-    # explode, then each of its figures' decode, detection and pairing (the time left rides on
-    # the figure rows). Checked between steps (stages run in thread pools, which Python cannot
-    # preempt; each step is bounded by the size caps); the excess is a time_budget failure row
-    max_seconds_per_article: float = Field(default=600.0, gt=0)
     vision_model: str | None = None  # judges feasibility from the image; None: ``model``
     api_key: SecretStr | None = None
     max_concurrency: int = Field(default=32, ge=1)  # requests in flight per Enricher
@@ -403,6 +389,9 @@ class Settings(_Section):
     pipeline: PipelineSettings = Field(default_factory=PipelineSettings)
     training: TrainingSettings = Field(default_factory=TrainingSettings)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # where weights a DAG run's params name may come from: local folders or URI prefixes (by
+    # default the project's models/). Set here or in the environment, never by params
+    model_roots: list[str] = Field(default_factory=lambda: [str(PROJECT_MODELS)])
 
     def fingerprint(self) -> str:
         """Stable hash of the effective config, recorded with every output."""

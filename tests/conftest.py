@@ -38,8 +38,8 @@ def _home_entries() -> set[str]:
 def isolate_user_state() -> Path:
     """Per-user state of the tools under test goes to this session's own folder, never the
     home folder: Ray's auth token (made here, as a fresh machine has none), ultralytics' and
-    matplotlib's config, torch's and Hugging Face's caches. What a developer's shell exports for
-    Ray, ultralytics or pmcvl does not steer the tests either."""
+    matplotlib's config, torch's, Hugging Face's and mlcroissant's caches. What a developer's
+    shell exports for Ray, ultralytics or pmcvl does not steer the tests either."""
     for name in [n for n in os.environ if n.startswith(("RAY_", "YOLO_", "PMCVL_"))]:
         if name != "PMCVL_SHARED_DATA":
             del os.environ[name]
@@ -56,6 +56,7 @@ def isolate_user_state() -> Path:
             "MPLCONFIGDIR": str(state / "matplotlib"),
             "TORCH_HOME": str(state / "torch"),
             "HF_HOME": str(state / "hf"),
+            "CROISSANT_CACHE": str(state / "croissant"),  # mlcroissant's, read at its import
         }
     )
     return state
@@ -151,6 +152,9 @@ def upload_tree(client, bucket: str, root: Path, skip: tuple[str, ...] = ("truth
     return count
 
 
+CLUSTER_LLM_KEY = "sk-pmcvl-cluster-canary-5e1f"  # grep for it: it must show up nowhere
+
+
 @pytest.fixture(scope="session")
 def ray_cluster(tmp_path_factory: pytest.TempPathFactory):
     """A real local Ray cluster (``ray start --head --block`` on loopback, dashboard included)
@@ -176,6 +180,9 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory):
         # `ray start` turns token auth on with the session's token (RAY_AUTH_TOKEN_PATH); a
         # client sends it only when told the mode, so the head, workers and drivers get both
         "RAY_AUTH_MODE": "token",
+        # the LLM key as the chart gives it to every Ray pod (from the vllm.apiKey Secret):
+        # in the cluster's own environment, never in a job's runtime env
+        "PMCVL_LLM_API_KEY": CLUSTER_LLM_KEY,
     }
     ray_bin = str(Path(venv_bin) / "ray")
     log_path = temp / "ray-start.log"

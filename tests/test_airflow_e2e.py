@@ -113,18 +113,22 @@ def test_second_run_finds_nothing_new_and_ends_green(pmc_first_run, pmc_params):
     assert len(asset_events(PMC_SHARDS.uri)) == 1  # nothing published
 
 
-def test_enrichment_runs_through_airflow_with_the_connections_key(
-    pmc_first_run, pmc_params, tmp_path, monkeypatch
+def test_enrichment_runs_through_airflow_with_the_clusters_key(
+    pmc_first_run, pmc_params, airflow_home, tmp_path, monkeypatch, caplog
 ):
     """The enrichment branch for real: the health sensor checks the (fake) vLLM server, which
-    wants an API key like ``vllm serve --api-key``; the build job gets that key from the
-    ``pmcvl_llm`` connection at submission (never through XCom) and enriches every kept panel."""
+    wants an API key like ``vllm serve --api-key``, with the ``pmcvl_llm`` connection's key;
+    the build job takes the same key from the cluster's own environment (as the chart mounts
+    it from a Secret) and enriches every kept panel. The key shows up nowhere: not in XCom,
+    the task logs, the Ray job's runtime env or metadata, nor any output file."""
     import pyarrow.parquet as pq
+    from conftest import CLUSTER_LLM_KEY
 
     dag, _ = pmc_first_run
-    with start_fake_llm(api_key="sk-pmcvl-e2e") as fake:
+    caplog.set_level("INFO")
+    with start_fake_llm(api_key=CLUSTER_LLM_KEY) as fake:
         monkeypatch.setenv(
-            *connection_env("pmcvl_llm", conn_type="http", host=fake.url, password="sk-pmcvl-e2e")
+            *connection_env("pmcvl_llm", conn_type="http", host=fake.url, password=CLUSTER_LLM_KEY)
         )
         out = tmp_path / "enriched"
         conf = {
@@ -150,10 +154,16 @@ def test_enrichment_runs_through_airflow_with_the_connections_key(
     assert served["chat"] >= 2 * kept  # augment + feasibility per kept panel
     rows = pq.read_table(out / "index").to_pylist()
     assert len(rows) == kept and all(r["long_caption"] for r in rows)
-    # the key went to the job at submission only: no XCom of the run holds it
+
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
 
     with create_session() as session:
         values = session.query(XComModel.value).filter(XComModel.run_id == run.run_id).all()
-    assert values and not any("sk-pmcvl-e2e" in str(v) for (v,) in values)
+    assert values and not any(CLUSTER_LLM_KEY in str(v) for (v,) in values)
+    jobs = [j for j in dag.get_task("build_dataset").client().list_jobs()]
+    assert jobs and not any(CLUSTER_LLM_KEY in json.dumps(j.dict(), default=str) for j in jobs)
+    assert "build_dataset" in caplog.text and CLUSTER_LLM_KEY not in caplog.text  # task logs
+    files = [p for p in [*(airflow_home / "logs").rglob("*"), *out.rglob("*")] if p.is_file()]
+    assert any(p.is_relative_to(out) for p in files)
+    assert not [p for p in files if CLUSTER_LLM_KEY.encode() in p.read_bytes()]

@@ -524,6 +524,7 @@ def assemble_parts(
                 unpublished_ref,
                 settings.pipeline.samples_per_shard,
                 plan.others_of(part),
+                settings.pipeline.max_shard_bytes,
             )
         while name not in done:
             ready, _ = ray.wait(list(futures.values()), num_returns=1)
@@ -540,7 +541,6 @@ def _commit(
     ledger: Ledger,
     report: BuildReport,
     parts: list[dict[str, Any]],
-                settings.pipeline.max_shard_bytes,
 ) -> None:
     """The part's files are written: its ledger segment makes it part of the dataset."""
     from ray_jobs.pipeline import staging

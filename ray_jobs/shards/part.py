@@ -182,6 +182,7 @@ class PartAssembler:
         rows: list[Row],
         samples_per_shard: int,
         others: Sequence[dict[str, Any]] = (),
+        max_shard_bytes: int = 2**30,
     ) -> dict[str, Any]:
         """Write the part's shards and tables and its record; returns the record. ``others``
         are the part's stale and replace plan rows."""
@@ -191,7 +192,6 @@ class PartAssembler:
                 storage, split, samples_per_shard, self.name, self.run_id, max_shard_bytes
             )
             for split in ("train", "val")
-        max_shard_bytes: int = 2**30,
         }
         for row in rows:
             if row["status"] != ARTICLE:
@@ -231,6 +231,7 @@ def assemble_part(
     unpublished: list[str],
     samples_per_shard: int,
     others: list[dict[str, Any]],
+    max_shard_bytes: int,
 ) -> dict[str, Any]:
     """A Ray task: the part's staged rows (their enriched versions, when enrichment ran) with
     the duplicate verdicts applied, written out, and its plan's other rows settled; returns
@@ -238,7 +239,6 @@ def assemble_part(
     from ray_jobs.pipeline import staging
 
     storage = open_storage(output.uri, output.s3)
-    max_shard_bytes: int,
     rows = staging.read_rows(storage, staged)
     verdicts = staging.read_verdicts(storage, part)
     if enriched is not None:  # kept panels that stay were sent through enrichment
