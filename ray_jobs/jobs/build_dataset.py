@@ -586,6 +586,10 @@ def write_outputs(
         enrichment=enrichment,
         tokenizer_long=settings.captions.long_tokenizer,
     )
+    from ray_jobs.shards import facts, publish
+
+    about = facts.collect(settings, __version__, report.config_hash, report.run_id, enrichment)
+    publish.write_card_files(storage, manifest, about)  # README.md, croissant.json: before it
     mf.write_json(storage, mf.MANIFEST, manifest)
     log.info(
         "run %s: %d new shard(s); dataset has %d samples in %d shard(s) at %s",
