@@ -61,7 +61,6 @@ def shaping_settings(settings: Settings) -> dict[str, Any]:
         "captions": {"join_preamble": cap.join_preamble, "join_trailer": cap.join_trailer},
         "near_duplicate_bits": settings.pipeline.near_duplicate_bits,
         "samples_per_shard": settings.pipeline.samples_per_shard,
-        "license_allow": settings.output.licenses.allow,
     }
 
 
