@@ -28,6 +28,7 @@ demo: install
 	@echo "report:   $(DEMO_DIR)/dataset/report/index.html"
 
 test: install lint
+	bash scripts/ensure_chromium.sh
 	$(BIN)/pytest -q
 
 lint: install
