@@ -11,11 +11,12 @@ import time
 from pathlib import Path
 
 import pytest
+from lxml import etree
 
 from ray_jobs.failures import StageError
 from ray_jobs.pmc import text as text_module
 from ray_jobs.pmc.acronyms import find_definitions
-from ray_jobs.pmc.jats import parse_article
+from ray_jobs.pmc.jats import parse_article, parse_root
 from ray_jobs.pmc.records import Article
 from ray_jobs.pmc.text import panel_letters, sentence_spans
 
@@ -268,6 +269,32 @@ def test_real_acronyms(
         assert short not in acronyms, (short, acronyms.get(short))
     for short, long_form in present.items():
         assert acronyms.get(short) == long_form
+
+
+def test_acronym_long_forms_never_span_two_blocks() -> None:
+    """A title or a table cell ends a block: the words before a parenthesis in the next block
+    are not its long form, even where only whitespace separates the two in the XML."""
+    xml = article(
+        "<sec><title>Liver somatic index</title>\n<p>(LSI) values are listed.</p>"
+        "<table-wrap><table><tr><td>Tumour necrosis factor</td>\n<td>(TNF) high</td></tr>"
+        "</table></table-wrap><p>The body mass index (BMI) was recorded.</p></sec>",
+        front="<abstract><p>We measured glycated haemoglobin</p>\n<p>(GH) and the heart "
+        "rate variability (HRV).</p></abstract>",
+    )
+    assert parse_article(xml).acronyms == {
+        "BMI": "body mass index",
+        "HRV": "heart rate variability",
+    }
+
+
+def test_parsing_leaves_the_tree_unchanged(jats_dir: Path, more_dir: Path) -> None:
+    """The parse reads the tree and puts back what it marks: a caller's tree serialises the
+    same after :func:`parse_root` (the acronym text is written without changing any tail)."""
+    for path in real_files(jats_dir, more_dir):
+        root = etree.fromstring(path.read_bytes())
+        before = etree.tostring(root)
+        parse_root(root)
+        assert etree.tostring(root) == before, path.name
 
 
 # --- caption noise, spaces, abstract heading ------------------------------------------------

@@ -9,6 +9,7 @@ ties each figure reference to its sentence and the panel letters it names.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
@@ -199,26 +200,22 @@ def _mention_block(xref: etree._Element) -> etree._Element:
 
 def _scan(
     root: etree._Element,
-) -> tuple[set[etree._Element], list[etree._Element], list[etree._Element], list[etree._Element]]:
-    """One pass over the tree: its :func:`structure_index`, its figures, its figure
-    references (in document order) and the body's blocks that the acronym text separates
-    (each a separate traversal before, a tenth of a bare parse each on real articles)."""
+) -> tuple[set[etree._Element], list[etree._Element], list[etree._Element]]:
+    """One pass over the tree: its :func:`structure_index`, its figures and its figure
+    references (in document order); each a separate traversal before, a tenth of a bare
+    parse each on real articles."""
     needs: set[etree._Element] = set()
     add = needs.add
     figs: list[etree._Element] = []
     xrefs: list[etree._Element] = []
-    blocks: list[etree._Element] = []
     for part in root:
         if type(part.tag) is not str:  # a comment or a processing instruction
             continue
-        for el in part.iter(*(_BODY_SCAN_TAGS if part.tag == "body" else _SCAN_TAGS)):
+        for el in part.iter(*_SCAN_TAGS):
             tag = el.tag
             if tag == "xref":
                 if el.get("ref-type") == "fig" and el.get("rid"):
                     xrefs.append(el)
-                continue
-            if tag in _SEPARATED_SET:
-                blocks.append(el)
                 continue
             if tag == "fig":
                 figs.append(el)
@@ -226,7 +223,7 @@ def _scan(
             while node is not None and node not in needs:
                 add(node)
                 node = node.getparent()
-    return needs, figs, xrefs, blocks
+    return needs, figs, xrefs
 
 
 def _mentions(
@@ -366,35 +363,41 @@ def _glossary(root: etree._Element) -> list[tuple[str, str]]:
 
 
 _SEPARATED_BLOCKS = ("p", "title", "td", "th", "label", "list-item", "term", "def")
-_SEPARATED_SET = frozenset(_SEPARATED_BLOCKS)
-_BODY_SCAN_TAGS = _SCAN_TAGS + _SEPARATED_BLOCKS
+# The text of a scope with a paragraph separator (U+2029) after each block, so that a section
+# title or a paragraph never glues onto the next block's first word and a long form never
+# spans two blocks (a table's cells). libxslt writes it in C, one call per scope, without a
+# Python step per block or a change to the tree.
+_BLOCK_PATTERN = "|".join(_SEPARATED_BLOCKS)
+_SEPARATED_XSLT = f"""<xsl:stylesheet version="1.0" xmlns:xsl="http://www.w3.org/1999/XSL/Transform">
+<xsl:output method="text" encoding="UTF-8"/>
+<xsl:template match="/"><xsl:apply-templates select="*/node()"/></xsl:template>
+<xsl:template match="{_BLOCK_PATTERN}"><xsl:apply-templates/>{BLOCK_END}</xsl:template>
+</xsl:stylesheet>"""
+_threads = threading.local()
 
 
-def _in_text_acronyms(
-    meta: etree._Element | None, root: etree._Element, body_blocks: list[etree._Element]
-) -> list[tuple[str, str]]:
+def _separated_text(scope: etree._Element) -> str:
+    """``scope``'s text (as lxml's text serialiser gives it) with :data:`BLOCK_END` after each
+    of its blocks."""
+    transform = getattr(_threads, "separated", None)
+    if transform is None:  # XSLT objects are kept per thread, like the parser
+        transform = _threads.separated = etree.XSLT(
+            etree.XML(_SEPARATED_XSLT), access_control=etree.XSLTAccessControl.DENY_ALL
+        )
+    return str(transform(scope))
+
+
+def _in_text_acronyms(meta: etree._Element | None, root: etree._Element) -> list[tuple[str, str]]:
     """Definitions in the abstract, then the body, in reading order.
 
-    The text comes from lxml's C serialiser, one call per scope, rather than the block-aware
-    walk: this is the hot path of parsing. A paragraph separator (U+2029) is first added after
-    each block (``body_blocks``: the body's, which :func:`_scan` collects), so that a section
-    title or a paragraph never glues onto the next block's first word and a long form never
-    spans two blocks (a table's cells). (It changes nothing for the other extractors, which
-    run before and collapse whitespace.)
+    The text comes from libxslt (:func:`_separated_text`), one call per scope, rather than the
+    block-aware walk: this is the hot path of parsing.
     """
-    abstracts = [*meta.findall("abstract")] if meta is not None else []
-    bodies = root.findall("body")
-    for block in (b for scope in abstracts for b in scope.iter(_SEPARATED_BLOCKS)):
-        tail = block.tail
-        block.tail = BLOCK_END + tail if tail else BLOCK_END
-    if bodies:
-        for block in body_blocks:
-            tail = block.tail
-            block.tail = BLOCK_END + tail if tail else BLOCK_END
+    scopes = [*meta.findall("abstract")] if meta is not None else []
+    scopes += root.findall("body")
     found: dict[str, str] = {}
-    for scope in abstracts + bodies:
-        text = etree.tostring(scope, method="text", encoding="unicode", with_tail=False)
-        for short, long_form in find_definitions(text).items():
+    for scope in scopes:
+        for short, long_form in find_definitions(_separated_text(scope)).items():
             found.setdefault(short, long_form)
     return list(found.items())
 
@@ -423,7 +426,7 @@ def parse_root(
                 if journal:
                     break
     media = _media_index(media_names)
-    needs, figs, xrefs, body_blocks = _scan(root)
+    needs, figs, xrefs = _scan(root)
     figures = _figures(figs, media, needs)
     numbers = {f.id: figure_number(f.label) for f in figures}
     mentions = _mentions(xrefs, numbers, max_figure_refs, needs)
@@ -456,8 +459,7 @@ def parse_root(
         is_retracted=bool(metadata.get("is_retracted", False)),
         subjects=list(dict.fromkeys(s for s in subjects if s)),
     )
-    # last, because it adds newlines to the tree's tails
-    article.acronyms = merge_acronyms(_glossary(root), _in_text_acronyms(meta, root, body_blocks))
+    article.acronyms = merge_acronyms(_glossary(root), _in_text_acronyms(meta, root))
     return article
 
 
