@@ -228,6 +228,21 @@ def test_acronym_false_positives_are_refused() -> None:
     assert find_definitions(NOT_DEFINITIONS) == {}
 
 
+def test_a_match_spread_over_a_phrase_is_not_a_long_form() -> None:
+    """Schwartz–Hearst finds T, S, H and β in "T3 status ... thyrotropin β-subunit", passing
+    over four words that give it nothing: a phrase, not the expansion of TSHβ."""
+    text = (
+        "We measured plasma T3 status and mRNA levels for thyrotropin β-subunit (TSHβ). "
+        "The estrogen receptor (ER) and the human progesterone receptor ligand-binding domain "
+        "(hPR) were expressed, with the European Prospective Investigation into Cancer and "
+        "Nutrition (EPIC) cohort."
+    )
+    assert find_definitions(text) == {
+        "ER": "estrogen receptor",
+        "EPIC": "European Prospective Investigation into Cancer and Nutrition",
+    }
+
+
 def test_acronym_definitions_that_look_alike_are_kept() -> None:
     text = (
         "Samples in dithiothreitol (DTT; Invitrogen, Carlsbad, CA) and "
@@ -254,7 +269,8 @@ def test_acronym_definitions_that_look_alike_are_kept() -> None:
         ("pone.0046493.nxml", ["mM"], {"DTT": "dithiothreitol"}),
         ("elife00007.xml", ["1A", "F2"], {"EF1A": "Elongation factor 1A"}),
         ("elife02935.xml", ["Wright"], {"VAF": "variant allele fraction"}),
-        ("elife04493.xml", ["Teca", "pJFRC2"], {"GMC": "ganglion mother cell"}),
+        ("elife04493.xml", ["Teca", "pJFRC2", "hPR"], {"GMC": "ganglion mother cell"}),
+        ("ehp-116-1694.nxml", ["TSHβ"], {"GPHα": "glycoprotein hormone α-subunit"}),
         ("elife04953.xml", ["PLC", "ICAM1"], {"TCR": "T cell receptor"}),
         ("elife06726.xml", [], {"Ela": "Elabela", "Shh": "Sonic Hedgehog"}),
         ("tidypmc_7.xml", ["Pierce"], {"SCI": "spinal cord injury"}),

@@ -56,9 +56,15 @@ def is_short_form(candidate: str) -> bool:
 
 
 def best_long_form(short: str, candidate: str) -> str | None:
-    """Schwartz–Hearst: match the short form's characters right to left inside the candidate."""
+    """Schwartz–Hearst: match the short form's characters right to left inside the candidate.
+
+    A match that passes over more words than the short form has characters, less one (two at
+    least), is a phrase rather than the expansion: "T3 status and mRNA levels for thyrotropin
+    β-subunit (TSHβ)", "human progesterone receptor ligand-binding domain (hPR)".
+    """
     low = candidate.lower()
     i = len(low) - 1
+    matched: list[int] = []
     for s in range(len(short) - 1, -1, -1):
         c = short[s].lower()
         if not c.isalnum():
@@ -69,12 +75,21 @@ def best_long_form(short: str, candidate: str) -> str | None:
             i = low.rfind(c, 0, i)
         if i < 0:
             return None
+        matched.append(i)
         i -= 1
     start = candidate.rfind(" ", 0, i + 1) + 1
     long_form = candidate[start:].strip()
     if len(long_form) <= len(short) or short.lower() in long_form.lower().split():
         return None
+    if _unmatched_words(candidate, start, matched) > max(2, len(matched) - 1):
+        return None
     return long_form
+
+
+def _unmatched_words(candidate: str, start: int, matched: list[int]) -> int:
+    """Words of ``candidate[start:]`` that hold none of the ``matched`` offsets."""
+    hit = {candidate.rfind(" ", 0, i) for i in matched}  # a word is known by the space before it
+    return len(candidate[start:].split()) - len(hit)
 
 
 def _candidate_words(text_before: str, short: str) -> str:
