@@ -290,3 +290,12 @@ def test_figures_past_their_article_budget_fail_and_the_budget_stays_out_of_reco
     assert (failure["stage"], failure["error_type"]) == ("detect", "time_budget")
     assert out[1] and all(r["status"] == OK for r in out[1])
     assert not any("_budget_s" in r["record"] for r in out[1])
+
+
+def test_a_figure_past_the_panel_cap_is_not_cropped(corpus_settings, corpus_figures) -> None:
+    """It fails whole in the panel stage, so its crops and label readings would be waste."""
+    limits = corpus_settings.detector.model_copy(update={"max_panels": 1})
+    found, _ = PanelDetector(limits).detect([(f["key"], f["image"]) for f in corpus_figures])
+    crowded = [f for f in found if len(f.panels) > 1]
+    assert crowded and all(p.crop is None for f in crowded for p in f.panels)
+    assert all(p.crop for f in found if len(f.panels) == 1 for p in f.panels)

@@ -295,6 +295,8 @@ def build_panels(
         kept = [((0, 0, width, height), None)]  # type: ignore[list-item]
         guard = guard or "no_confident_panel"
     boxes = [b for b, _ in kept]
+    if len(boxes) > settings.max_panels:  # the figure fails whole: no crops, no letters read
+        with_crops, reader = False, None
     labels = [
         (
             (

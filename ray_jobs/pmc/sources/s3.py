@@ -163,7 +163,8 @@ class PmcS3Source:
                 for obj in page.get("Contents", []):
                     found.append((obj["Key"], None))
                 self._too_many(prefix, found)
-        return [(k, m) for k, m in found if k.lower().endswith(IMAGE_SUFFIXES)]
+        # a JSON naming one file many times costs one fetch of it
+        return list(dict.fromkeys((k, m) for k, m in found if k.lower().endswith(IMAGE_SUFFIXES)))
 
     def fetch(self, ref: ArticleRef) -> ArticlePackage:
         prefix = ref.location
