@@ -25,6 +25,8 @@ from pydantic import (
     model_validator,
 )
 
+from ray_jobs.pmc.licenses import parse_allow_list
+
 ENV_PREFIX = "PMCVL__"
 LLM_BASE_URL_ENV = "PMCVL_LLM_BASE_URL"  # the LLM server when longcap.base_url is unset
 PROJECT_MODELS = Path(__file__).resolve().parents[1] / "models"  # the shipped checkpoints
@@ -91,11 +93,27 @@ class OutputS3Settings(S3Settings):
     multipart_concurrency: int = Field(default=4, ge=1)
 
 
+class LicenseSettings(_Section):
+    """Which article licenses a build admits, e.g. ``allow: [cc0, cc-by]`` for a commercial-use
+    subset. Codes in any spelling ``normalise_code`` reads, checked against the vocabulary at
+    load (a typo must not build an empty subset); ``unknown`` admits articles whose license
+    could not be read. None: every article, whatever its license. An article outside the list
+    is recorded as skipped with its reason (``ray_jobs.pmc.license_policy``)."""
+
+    allow: list[str] | None = None
+
+    @field_validator("allow")
+    @classmethod
+    def _known_codes(cls, value: list[str] | None) -> list[str] | None:
+        return None if value is None else parse_allow_list(value)
+
+
 class OutputSettings(_Section):
     """Where a run writes: a local folder or ``s3://bucket/prefix``."""
 
     uri: str = "output"
     s3: OutputS3Settings = Field(default_factory=OutputS3Settings)
+    licenses: LicenseSettings = Field(default_factory=LicenseSettings)
     articles_per_part: int = Field(default=500, ge=1)
     # at most this many new parts per run (the rest waits for the next run): bounds a run's
     # staging space and time, e.g. for the first run over the whole corpus; None: no bound

@@ -41,6 +41,7 @@ from ray_jobs.config import Settings, load_settings
 from ray_jobs.logs import setup_logging
 from ray_jobs.pipeline.plan import BUILD, REPLACE, STALE, Plan, make_plan
 from ray_jobs.pmc.ledger import Ledger, LedgerEntry
+from ray_jobs.pmc.license_policy import narrowing
 from ray_jobs.shards import manifest as mf
 from ray_jobs.shards import superseded
 from ray_jobs.shards.part import FAILURES, REJECTS
@@ -74,6 +75,7 @@ class BuildReport:
     orphans_removed: list[str] = field(default_factory=list)
     resumed_parts: list[str] = field(default_factory=list)
     manifest: str = mf.MANIFEST
+    license_policy: list[str] | None = None  # output.licenses.allow; None: every license
     started: str = ""
     finished: str = ""
 
@@ -202,18 +204,28 @@ def _check_llm(plan: dict[str, Any], settings: Settings) -> None:
         raise SystemExit(f"LLM server {where} is not usable: {why}")
 
 
-def pending_refs(settings: Settings, ledger: Ledger | None = None) -> tuple[pa.Table, int]:
-    """The run's plan: what the listing has that the ledger lacks, as an Arrow table
-    (``REF_SCHEMA``, sorted by pmcid and version), and how many article versions were listed.
-    The listing streams through in batches; nothing here is a Python object per article."""
+def pending_refs(
+    settings: Settings, ledger: Ledger | None = None, parts: list[dict[str, Any]] | None = None
+) -> tuple[pa.Table, int]:
+    """The run's plan: what the listing has that the ledger lacks (and the license skips this
+    run's policy now admits), as an Arrow table (``REF_SCHEMA``, sorted by pmcid and
+    version), and how many article versions were listed. The listing streams through in
+    batches; nothing here is a Python object per article."""
     from ray_jobs.pmc.ledger import ref_batches
+    from ray_jobs.pmc.license_policy import revisits
     from ray_jobs.pmc.sources import open_source
 
+    storage = open_storage(settings.output.uri, settings.output.s3)
     if ledger is None:
-        ledger = Ledger.load(open_storage(settings.output.uri, settings.output.s3))
+        ledger = Ledger.load(storage)
+    if parts is None:
+        parts = mf.load_parts(storage, ledger.committed_parts())
     source = open_source(settings.source, settings.archive)
+    allow = settings.output.licenses.allow
     return ledger.pending_table(
-        ref_batches(source.refs()), retry_failed=settings.ingest.retry_failed
+        ref_batches(source.refs()),
+        retry_failed=settings.ingest.retry_failed,
+        revisit=revisits(storage, ledger.latest, parts, allow),
     )
 
 
@@ -222,6 +234,7 @@ def run_build(settings: Settings) -> BuildReport:
     now = dt.datetime.now(dt.UTC)
     run_id = now.strftime("%Y%m%dT%H%M%S%f") + "-" + uuid.uuid4().hex[:6]
     report = BuildReport(run_id, storage.uri, settings.fingerprint(), started=now.isoformat())
+    report.license_policy = settings.output.licenses.allow
     report.enrichment = enrichment_plan(settings)
 
     if next(iter(storage.list("articles/")), None) is not None:
@@ -244,8 +257,13 @@ def _build(
         (FAILURES, REJECTS, superseded.SUPERSEDED)
     ) + mf.remove_orphans(storage, committed)
     parts = mf.load_parts(storage, committed)
+    if report.license_policy is not None and parts:
+        refused = narrowing(mf.license_counts(storage, parts), report.license_policy)
+        if refused:
+            raise SystemExit(f"{storage.uri}: {refused}")
+    current = mf.read_manifest(storage)
 
-    pending, report.listed = pending_refs(settings, ledger)
+    pending, report.listed = pending_refs(settings, ledger, parts)
     report.unchanged = report.listed - pending.num_rows
     plan = make_plan(
         storage,
@@ -292,8 +310,8 @@ def _build(
             lease.check()
             _commit(record, storage, ledger, report, parts)
 
-    current = mf.read_manifest(storage)
-    if not plan.parts and current is not None and current["shards"] == mf.manifest_shards(parts):
+    same = current is not None and current["shards"] == mf.manifest_shards(parts)
+    if not plan.parts and same and current.get(mf.LICENSE_POLICY) == report.license_policy:
         log.info("nothing to do: the dataset at %s is up to date", storage.uri)
         return report  # a rerun over the same input writes nothing
     lease.check()
@@ -585,6 +603,10 @@ def write_outputs(
         config_hash=report.config_hash,
         enrichment=enrichment,
         tokenizer_long=settings.captions.long_tokenizer,
+        **{
+            mf.LICENSES: mf.license_counts(storage, parts),
+            mf.LICENSE_POLICY: report.license_policy,
+        },
     )
     from ray_jobs.shards import facts, publish
 

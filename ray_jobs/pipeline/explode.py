@@ -19,7 +19,9 @@ from ray_jobs.failures import FailureRecord
 from ray_jobs.figures.images import header_decoded_bytes
 from ray_jobs.pipeline import budget
 from ray_jobs.pipeline.rows import ARTICLE, FIGURE, Row, failure_row, make_row
+from ray_jobs.pmc import license_policy
 from ray_jobs.pmc.fetch import fetch_and_parse
+from ray_jobs.pmc.licenses import label
 from ray_jobs.pmc.records import Article, ArticleRef, Figure
 from ray_jobs.pmc.sources import ArticleSource
 from ray_jobs.shards.records import figure_key
@@ -170,6 +172,10 @@ def explode_article(
     if isinstance(got, FailureRecord):
         return [failure_row(got, "article", ref.key)], make_row(ref.key, ARTICLE, marker)
     package, article = got
+    marker["license"] = label(article.license.code)
+    skip = license_policy.skip_failure(ref.key, settings.output.licenses.allow, marker["license"])
+    if skip is not None:  # never built: its failure row says why, its part counts it
+        return [failure_row(skip, "article", ref.key)], make_row(ref.key, ARTICLE, marker)
     pmcid, _ = article.identity(ref)
     split = split_of(pmcid, settings.pipeline.val_fraction)
     limits = settings.pipeline

@@ -183,10 +183,15 @@ class Ledger:
         return {(e["pmcid"], e["version"]): LedgerEntry(**e) for e in self.latest.to_pylist()}
 
     def pending_table(
-        self, listing: Iterable[pa.Table], *, retry_failed: bool = False
+        self,
+        listing: Iterable[pa.Table],
+        *,
+        retry_failed: bool = False,
+        revisit: pa.Array | None = None,
     ) -> tuple[pa.Table, int]:
-        """The listed refs a run must process (new version, changed content, or a failure
-        worth another try), sorted by (pmcid, version), and how many were listed."""
+        """The listed refs a run must process (new version, changed content, a failure worth
+        another try, or one of ``revisit``: :func:`version_ids` of known versions to process
+        again though unchanged), sorted by (pmcid, version), and how many were listed."""
         known = self.latest.select(["pmcid", "version", "etag", "status", "retryable"])
         known = known.append_column("_version", _join_version(known["version"]))
         known = known.drop_columns(["version"]).rename_columns(
@@ -208,6 +213,9 @@ class Ledger:
                 ),
                 pc.and_(failed, worth_retry),
             )
+            if revisit is not None and len(revisit):
+                again = pc.is_in(version_ids(joined["pmcid"], joined["version"]), revisit)
+                needs = pc.or_kleene(needs, again)
             chunks.append(joined.filter(pc.fill_null(needs, True)).select(REF_SCHEMA.names))
         pending = pa.concat_tables(chunks) if chunks else REF_SCHEMA.empty_table()
         order = pc.sort_indices(

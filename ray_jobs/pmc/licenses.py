@@ -64,3 +64,44 @@ def normalise_code(code: str | None) -> str | None:
     if raw.startswith("CC-") or raw.startswith("CC "):
         return "CC " + raw[3:].replace(" ", "-")
     return raw
+
+
+# Every code the parsers above can name for a Creative Commons or public-domain article, in
+# order from least to most restrictive, roughly: what an allow-list may name.
+KNOWN_CODES = (
+    "CC0",
+    "PD",
+    "CC BY",
+    "CC BY-SA",
+    "CC BY-ND",
+    "CC BY-NC",
+    "CC BY-NC-SA",
+    "CC BY-NC-ND",
+)
+UNKNOWN = "unknown"  # an article whose license could not be read, as counts and lists name it
+
+
+def label(code: str | None) -> str:
+    """The code as counts, reasons and allow-lists name it: ``unknown`` when there is none."""
+    return code or UNKNOWN
+
+
+def parse_allow_list(values: list[str]) -> list[str]:
+    """An allow-list from a config, normalised (``cc-by`` → ``CC BY``), deduplicated and in
+    :data:`KNOWN_CODES` order; ``unknown`` admits articles without a readable license.
+    A code outside the vocabulary is an error, not an empty subset built quietly."""
+    if not values:
+        raise ValueError(
+            "an empty license allow-list admits nothing; leave it unset (null) for every license"
+        )
+    codes = set()
+    for value in values:
+        text = str(value).strip()
+        code = UNKNOWN if text.lower() == UNKNOWN else normalise_code(text)
+        if code != UNKNOWN and code not in KNOWN_CODES:
+            raise ValueError(
+                f"unknown license code {value!r}; known: {', '.join(KNOWN_CODES)} (any spelling "
+                f"such as cc-by-nc), or {UNKNOWN!r} for articles whose license could not be read"
+            )
+        codes.add(code)
+    return [c for c in (*KNOWN_CODES, UNKNOWN) if c in codes]

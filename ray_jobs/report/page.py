@@ -154,12 +154,27 @@ def _tokens(s: ReportStats, images: Collection[str]) -> str:
 
 
 def _licenses(s: ReportStats, images: Collection[str]) -> str:
-    names = list(dict.fromkeys([*s.licenses, *s.license_articles]))
-    rows = [(n, s.licenses.get(n, 0), s.license_articles.get(n, 0)) for n in names]
+    names = list(dict.fromkeys([*s.licenses, *s.license_articles, *s.licenses_skipped]))
+    rows = [
+        (n, s.licenses.get(n, 0), s.license_articles.get(n, 0), s.licenses_skipped.get(n, 0))
+        for n in names
+    ]
+    if not s.license_policy_recorded:
+        policy = "The manifest records no license policy (built before policies existed)."
+    elif s.license_policy is None:
+        policy = "License policy: every license admitted (<code>output.licenses.allow</code>)."
+    else:
+        allowed = ", ".join(_e(c) for c in s.license_policy)
+        policy = (
+            f"License policy: only {allowed} admitted; "
+            f"{sum(s.licenses_skipped.values()):,} articles outside it skipped (failures, "
+            "stage <code>license</code>)."
+        )
     return (
         "<h2>Licenses</h2>"
+        + f"<p>{policy}</p>"
         + _img("licenses.png", images, "licenses")
-        + _table(["license", "kept panels", "articles"], rows)
+        + _table(["license", "kept panels", "articles", "articles skipped by policy"], rows)
     )
 
 

@@ -109,6 +109,11 @@ class ReportStats:
     tokens: list[TokenStats] = field(default_factory=list)
     licenses: dict[str, int] = field(default_factory=dict)  # kept panels per license
     license_articles: dict[str, int] = field(default_factory=dict)  # articles per license
+    # the allow-list the output was built under (None: every license), whether the manifest
+    # records one at all (older ones do not), and the articles it left out, by license
+    license_policy: list[str] | None = None
+    license_policy_recorded: bool = False
+    licenses_skipped: dict[str, int] = field(default_factory=dict)
     failures_total: int = 0
     failures_retryable: int = 0
     failures_by_stage: dict[str, int] = field(default_factory=dict)
@@ -315,6 +320,30 @@ def _read_manifest(storage: Storage, stats: ReportStats) -> dict[str, Any]:
     return manifest
 
 
+def _license_policy(
+    stats: ReportStats, storage: Storage, manifest: dict[str, Any], counts: dict[str, Any]
+) -> None:
+    """The policy from the manifest, and the skips that stand (from the failures tables and
+    the ledger: the parts' counts also hold skips a later, wider run built); the manifest's
+    per-license sample counts checked against the index's (both count what readers see)."""
+    from ray_jobs.pmc.ledger import Ledger
+    from ray_jobs.pmc.license_policy import skipped_articles
+
+    if "license_policy" in manifest:
+        stats.license_policy_recorded = True
+        policy = manifest["license_policy"]
+        stats.license_policy = [str(c) for c in policy] if isinstance(policy, list) else None
+    if _int_map(counts.get("skipped_by_license")):
+        parts = [k.rsplit("/", 1)[-1].removesuffix(".parquet") for k in _parts(storage, "failures")]
+        stats.licenses_skipped = skipped_articles(storage, Ledger.load(storage).latest, parts)
+    recorded = manifest.get("licenses")
+    if isinstance(recorded, dict) and _int_map(recorded) != stats.licenses:
+        stats.warnings.append(
+            f"the manifest counts samples by license as {_int_map(recorded)}, the index as "
+            f"{stats.licenses}"
+        )
+
+
 def compute_stats(
     storage: Storage,
     *,
@@ -382,6 +411,7 @@ def compute_stats(
     stats.rejects = _counts(rejects["reason"])
     stats.dropped = _int_map(counts.get("dropped")) if "dropped" in counts else stats.rejects
     stats.detector_dropped = _int_map(counts.get("detector_dropped"))
+    _license_policy(stats, storage, manifest, counts)
 
     stats.tokens = _caption_tokens(stats, index, figures, storage, index_keys, long_tokenizer)
     _failures(stats, failures)

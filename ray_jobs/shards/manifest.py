@@ -13,6 +13,7 @@ import json
 import logging
 from typing import Any
 
+from ray_jobs.pmc.license_policy import KEPT
 from ray_jobs.shards.writer import INDEX, SHARDS, STATS
 from ray_jobs.storage.store import Storage
 
@@ -21,6 +22,9 @@ log = logging.getLogger(__name__)
 PARTS = "parts"
 MANIFEST = "manifest.json"
 FORMAT = "pmcvl-dataset/1"
+# top-level keys a dataset card reads: current samples by license, and the allow-list the
+# output was built under (null: every license)
+LICENSES, LICENSE_POLICY = "licenses", "license_policy"
 
 
 def part_key(part: str) -> str:
@@ -115,6 +119,43 @@ def build_manifest(parts: list[dict[str, Any]], **fields: Any) -> dict[str, Any]
         "counts": counts,
         **fields,
     }
+
+
+def license_counts(storage: Storage, parts: list[dict[str, Any]]) -> dict[str, int]:
+    """The samples readers see, by license (``unknown``: none could be read), most first:
+    each part's ``kept_by_license`` less the samples later parts retired. Parts written
+    before those counts existed are counted from the index and its tombstones instead."""
+    total: dict[str, int] | None = {}
+    for part in parts:
+        kept = part["counts"].get(KEPT)
+        retired = (part.get("superseded") or {"licenses": {}}).get("licenses")
+        if kept is None or retired is None or total is None:
+            total = None
+            break
+        add_counts(total, kept)
+        add_counts(total, {code: -n for code, n in retired.items()})
+    if total is None:
+        total = _index_license_counts(storage, parts)
+    return dict(sorted(((c, n) for c, n in total.items() if n), key=lambda cn: (-cn[1], cn[0])))
+
+
+def _index_license_counts(storage: Storage, parts: list[dict[str, Any]]) -> dict[str, int]:
+    """Current index rows by license, one shard's index at a time."""
+    import pyarrow.compute as pc
+
+    from ray_jobs.pmc.licenses import UNKNOWN
+    from ray_jobs.shards import superseded
+    from ray_jobs.storage.parquet import read_parquet
+
+    tombstones = superseded.read(storage, superseded.files(parts))
+    total: dict[str, int] = {}
+    for shard in manifest_shards(parts):
+        index = read_parquet(storage, shard["index"], ["shard", "key", "license"])
+        index = superseded.current(index, tombstones)
+        counted = pc.value_counts(pc.fill_null(index["license"], UNKNOWN))
+        values, counts = counted.field("values").to_pylist(), counted.field("counts").to_pylist()
+        add_counts(total, dict(zip(values, counts, strict=True)))
+    return total
 
 
 def write_json(storage: Storage, key: str, data: dict[str, Any]) -> None:

@@ -25,8 +25,10 @@ from ray_jobs.config import OutputSettings
 from ray_jobs.failures import FAILURE_SCHEMA, FailureRecord
 from ray_jobs.pipeline.plan import REPLACE
 from ray_jobs.pipeline.rows import ARTICLE, DROPPED, FAILED, OK, Row, failure_row
+from ray_jobs.pmc import license_policy
 from ray_jobs.pmc.fetch import RETRACTED, ledger_entry
 from ray_jobs.pmc.ledger import LedgerEntry
+from ray_jobs.pmc.licenses import label
 from ray_jobs.shards import manifest as mf
 from ray_jobs.shards import superseded
 from ray_jobs.shards.records import REJECT_SCHEMA, PanelRecord
@@ -54,7 +56,8 @@ def _counts() -> dict[str, Any]:
         "articles_superseded",
         "superseded",
     )
-    return {**dict.fromkeys(names, 0), "dropped": {}, "detector_dropped": {}}
+    by_license = {license_policy.KEPT: {}, license_policy.SKIPPED: {}}
+    return {**dict.fromkeys(names, 0), "dropped": {}, "detector_dropped": {}, **by_license}
 
 
 def apply_verdicts(
@@ -111,6 +114,7 @@ class PartAssembler:
             self.counts["panels"] += 1
             self.counts["kept"] += 1
             self.counts["enriched"] += record.long_caption is not None
+            mf.add_counts(self.counts[license_policy.KEPT], {label(record.license): 1})
         elif status == DROPPED:
             self._detector_drops(rec)
             reason = rec["drop_reason"]
@@ -133,8 +137,8 @@ class PartAssembler:
                 self.counts["panels_failed"] += 1
             if level == "article":
                 self._article_failures[rec["article_key"]] = failure
-                retracted = failure["error_type"] == RETRACTED
-                self.counts["articles_skipped" if retracted else "articles_failed"] += 1
+                skipped = failure["error_type"] == RETRACTED or license_policy.is_skip(failure)
+                self.counts["articles_skipped" if skipped else "articles_failed"] += 1
             elif failure["retryable"]:
                 self._retry.add(rec["article_key"])
 
@@ -145,7 +149,10 @@ class PartAssembler:
         self.counts["articles"] += 1
         self.counts["figures"] += rec["figures"]
         failure = self._article_failures.pop(ref.key, None)
-        if failure is not None:
+        if failure is not None and license_policy.is_skip(failure):
+            entry = license_policy.skip_entry(ref, self.name)
+            mf.add_counts(self.counts[license_policy.SKIPPED], {label(rec.get("license")): 1})
+        elif failure is not None:
             entry = ledger_entry(ref, self.name, failure["error_type"], failure["retryable"])
         else:  # a figure or panel of it may have failed for a reason worth retrying
             entry = ledger_entry(ref, self.name, retryable=ref.key in self._retry)

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ray_jobs.pmc.ledger import version_id, version_ids
+from ray_jobs.pmc.licenses import UNKNOWN
 from ray_jobs.storage.parquet import read_parquet, write_parquet
 from ray_jobs.storage.store import Storage
 
@@ -31,6 +32,9 @@ SCHEMA = pa.schema(
         ("by_part", pa.string()),  # the part that built the newer version
     ]
 )
+# what :func:`retired` gives: the samples' licenses too, which :func:`write` counts (the
+# manifest's ``licenses`` are per-part counts less these) and leaves out of the file
+RETIRED_SCHEMA = SCHEMA.append(pa.field("license", pa.string()))
 
 
 def file_of(part: str) -> str:
@@ -45,22 +49,34 @@ def retired(
     wanted = pa.array(sorted(version_id(p, v) for p, v in articles), pa.string())
     tables = []
     for shard in old_part["shards"]:
-        index = read_parquet(storage, shard["index"], ["shard", "key", "pmcid", "pmc_version"])
+        index = read_parquet(storage, shard["index"], [*SCHEMA.names[:-1], "license"])
         ids = version_ids(index["pmcid"], index["pmc_version"])
         tables.append(index.filter(pc.fill_null(pc.is_in(ids, wanted), False)))
-    table = pa.concat_tables(tables) if tables else SCHEMA.empty_table().drop_columns(["by_part"])
-    return table.append_column("by_part", pa.array([by] * table.num_rows, pa.string())).cast(SCHEMA)
+    if not tables:
+        return RETIRED_SCHEMA.empty_table()
+    table = pa.concat_tables(tables)
+    table = table.append_column("by_part", pa.array([by] * table.num_rows, pa.string()))
+    return table.select(RETIRED_SCHEMA.names).cast(RETIRED_SCHEMA)
 
 
 def write(storage: Storage, part: str, table: pa.Table) -> dict[str, Any] | None:
-    """Write the part's tombstones; the summary its part record carries (None: none)."""
+    """Write the part's tombstones (:func:`retired` rows); the summary its part record
+    carries (None: none), with the retired samples counted by shard and by license."""
     if table.num_rows == 0:
         return None
     table = table.sort_by([("shard", "ascending"), ("key", "ascending")])
-    write_parquet(storage, file_of(part), table)
-    counts = table.group_by("shard").aggregate([("key", "count")]).sort_by("shard")
-    shards = dict(zip(counts["shard"].to_pylist(), counts["key_count"].to_pylist(), strict=True))
-    return {"file": file_of(part), "samples": table.num_rows, "shards": shards}
+    write_parquet(storage, file_of(part), table.select(SCHEMA.names))
+    summary = {"file": file_of(part), "samples": table.num_rows, "shards": _count(table["shard"])}
+    if "license" in table.column_names:
+        summary["licenses"] = _count(pc.fill_null(table["license"], UNKNOWN))
+    return summary
+
+
+def _count(column: pa.ChunkedArray) -> dict[str, int]:
+    """Rows per value, by value."""
+    counted = pc.value_counts(column)
+    values, counts = counted.field("values").to_pylist(), counted.field("counts").to_pylist()
+    return dict(sorted(zip(values, counts, strict=True)))
 
 
 def files(parts: Iterable[dict[str, Any]]) -> list[str]:
