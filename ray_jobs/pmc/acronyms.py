@@ -107,26 +107,41 @@ def _candidate_words(text_before: str, short: str) -> str:
 def _initials_long_form(short: str, candidate: str) -> str | None:
     """The last words whose initials spell the short form ("Hormone-Sensitive Lipase" → HSL).
 
-    Built from the last word backwards, one word at a time: linear in the words tried."""
-    letters = "".join(c for c in short.lower() if c.isalpha())
+    Built from the last word backwards, one word at a time, and given up as soon as neither
+    spelling (word initials, or the initials of hyphenated parts) ends the short form's letters:
+    most candidates cost a word or two."""
+    low = short.lower()
+    letters = low if low.isalpha() else "".join(c for c in low if c.isalpha())
     words = candidate.split()
     initials = parts = ""
     for take in range(1, min(len(words), len(letters)) + 1):
         word = words[-take]
-        initials = word[0].lower() + initials
-        parts = "".join(p[0] for p in word.split("-") if p and p[0].isalpha()).lower() + parts
+        first = word[0].lower()
+        initials = first + initials
+        if "-" in word:
+            parts = "".join(p[0] for p in word.split("-") if p and p[0].isalpha()).lower() + parts
+        elif word[0].isalpha():
+            parts = first + parts
         if initials == letters or parts == letters:
             return " ".join(words[-take:])
+        if not (letters.endswith(initials) or letters.endswith(parts)):
+            return None  # prepending letters never makes a suffix of what is not one
     return None
+
+
+_TOKEN_BREAKS = re.compile(r"[\s\-]+")
 
 
 def _plausible(short: str, long_form: str) -> bool:
     """Reject S-H matches that fold many capitals into a word or two ("inclusions" for ILI)."""
+    if _BRACKETS.intersection(long_form):
+        return False
     capitals = sum(1 for c in short if c.isupper())
-    tokens = len(re.split(r"[\s\-]+", long_form.strip()))
+    if capitals <= 2:  # any long form has a token or more
+        return True
+    tokens = len(_TOKEN_BREAKS.split(long_form.strip()))
     # one long word may still spell a whole acronym: "Tetrahydrolipstatin (THL)"
-    long_word = tokens == 1 and len(long_form) >= 3 * len(short)
-    return (tokens >= capitals - 1 or long_word) and not _BRACKETS.intersection(long_form)
+    return tokens >= capitals - 1 or (tokens == 1 and len(long_form) >= 3 * len(short))
 
 
 def _name_like(short: str) -> bool:
