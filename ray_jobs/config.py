@@ -395,6 +395,20 @@ class TrainingSettings(_Section):
         return self
 
 
+class ReportSettings(_Section):
+    """The report's gallery: which figures the build keeps thumbnails of, and how many the page
+    shows. The panel stage's workers decide alone, from a hash of the figure key (no process
+    needs a global view): a figure is sampled when its hash falls below ``gallery_rate``."""
+
+    gallery_rate: float = Field(default=0.002, ge=0, le=1)  # 0: no gallery files
+    gallery_figure_px: int = Field(default=360, ge=32, le=2048)  # a figure thumbnail's long side
+    gallery_panel_px: int = Field(default=160, ge=16, le=1024)  # a panel crop's long side
+    gallery_jpeg_quality: int = Field(default=75, ge=10, le=95)
+    gallery_figures_per_group: int = Field(default=2, ge=0)  # per modality L1, per alignment
+    gallery_rejects_per_reason: int = Field(default=3, ge=0)
+    gallery_scan_limit: int = Field(default=200, ge=0)  # sampled figures read for detector drops
+
+
 class Settings(_Section):
     source: SourceSettings = Field(default_factory=SourceSettings)
     output: OutputSettings = Field(default_factory=OutputSettings)
@@ -406,6 +420,7 @@ class Settings(_Section):
     longcap: LongCapSettings = Field(default_factory=LongCapSettings)
     pipeline: PipelineSettings = Field(default_factory=PipelineSettings)
     training: TrainingSettings = Field(default_factory=TrainingSettings)
+    report: ReportSettings = Field(default_factory=ReportSettings)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     # where weights a DAG run's params name may come from: local folders or URI prefixes (by
     # default the project's models/). Set here or in the environment, never by params

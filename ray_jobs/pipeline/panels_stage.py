@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ray_jobs.captions.pairing import MentionRef, PanelBox, pair_panels
@@ -109,8 +110,14 @@ def left_of(figure: Row) -> float:
     return float("inf") if left is None else left
 
 
-def panel_rows(figures: list[Row], detector: PanelDetector, settings: Settings) -> list[list[Row]]:
-    """One list of rows per figure row: its panels, or its failure."""
+def panel_rows(
+    figures: list[Row],
+    detector: PanelDetector,
+    settings: Settings,
+    gallery: Callable[[Row, FigurePanels, list[dict[str, Any]]], object] | None = None,
+) -> list[list[Row]]:
+    """One list of rows per figure row: its panels, or its failure. ``gallery`` sees each
+    figure that became panels (the report's sample of figures is thumbnailed there)."""
     limits = settings.detector
     failed: dict[str, FailureRecord] = {}
     for f in figures:
@@ -141,6 +148,8 @@ def panel_rows(figures: list[Row], detector: PanelDetector, settings: Settings) 
             spent = share + time.monotonic() - start
             what = "detection, pairing and crops"
             late = budget.overrun(figure["key"], STAGE, spent, left_of(figure), what)
+            if late is None and gallery is not None:
+                gallery(figure, by_key[figure["key"]], [r["record"] for r in rows])
             out.append(rows if late is None else [failure_row(late, "figure", article_key)])
         except Exception as exc:  # a pairing fault fails this figure only
             failure = FailureRecord.from_exception(figure["key"], STAGE, exc)

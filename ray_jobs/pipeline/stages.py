@@ -69,12 +69,22 @@ class PanelStage:
 
         self.settings = settings
         self.detector = PanelDetector(settings.detector)
+        self.gallery = None
+        if settings.report.gallery_rate > 0:  # the report's sample of figures, thumbnailed here
+            from ray_jobs.report.gallery_files import GalleryWriter
+            from ray_jobs.storage.store import open_storage
+
+            storage = open_storage(settings.output.uri, settings.output.s3)
+            self.gallery = GalleryWriter(storage, settings.report)
 
     def __call__(self, table: pa.Table) -> pa.Table:
         from ray_jobs.pipeline.panels_stage import panel_rows
 
         return _run(
-            "panels", table, FIGURE, lambda rows: panel_rows(rows, self.detector, self.settings)
+            "panels",
+            table,
+            FIGURE,
+            lambda rows: panel_rows(rows, self.detector, self.settings, self.gallery),
         )
 
 

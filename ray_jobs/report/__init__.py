@@ -2,12 +2,16 @@
 
 :func:`compute_stats` reads a dataset output (local folder or ``s3://`` prefix) into a typed
 :class:`ReportStats`; :func:`write_report` draws it as ``report/index.html`` with PNGs and a
-``stats.json`` next to the data. :func:`build_report` does both from a config.
+``stats.json`` next to the data, with a gallery of sampled figures (:mod:`.gallery`).
+:func:`build_report` does all of it from a config.
 """
 
 from __future__ import annotations
 
+import json
+
 from ray_jobs.config import Settings, load_settings
+from ray_jobs.report.gallery import build_gallery
 from ray_jobs.report.page import write_report
 from ray_jobs.report.stats import ReportStats, compute_stats
 from ray_jobs.storage.store import open_storage
@@ -24,5 +28,12 @@ def build_report(uri: str, settings: Settings | None = None) -> tuple[ReportStat
         windows=settings.captions.token_windows,
         long_tokenizer=settings.captions.long_tokenizer,
     )
-    key = write_report(storage, stats)
+    try:
+        manifest = json.loads(storage.read_bytes("manifest.json")) if stats.manifest_found else {}
+    except (FileNotFoundError, ValueError):  # compute_stats has warned already
+        manifest = {}
+    gallery = build_gallery(
+        storage, manifest if isinstance(manifest, dict) else {}, settings.report
+    )
+    key = write_report(storage, stats, gallery=gallery)
     return stats, f"{storage.uri}/{key}"

@@ -11,6 +11,8 @@ from __future__ import annotations
 import html
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
+from ray_jobs.report import gallery as gallery_page
+from ray_jobs.report.gallery import Gallery
 from ray_jobs.report.plots import charts, drop_counts
 from ray_jobs.report.stats import FUNNEL, ReportStats
 from ray_jobs.storage.store import Storage
@@ -196,12 +198,14 @@ def _enrichment(s: ReportStats) -> str:
     return "<h2>Enrichment</h2>" + _table(["", ""], rows)
 
 
-def render_html(stats: ReportStats, images: Collection[str]) -> str:
-    """The page; ``images`` names the PNGs written next to it (others show "No data")."""
+def render_html(stats: ReportStats, images: Collection[str], gallery: Gallery | None = None) -> str:
+    """The page; ``images`` names the PNGs written next to it (others show "No data"), and
+    ``gallery`` is the sample of figures and rejected panels shown after the funnel."""
     body = "".join(
         [
             _header(stats),
             _funnel(stats, images),
+            gallery_page.render(gallery) if gallery is not None else "",
             _modality(stats, images),
             _panels(stats, images),
             _tokens(stats, images),
@@ -213,16 +217,20 @@ def render_html(stats: ReportStats, images: Collection[str]) -> str:
     )
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-        f"<title>pmcvl report: {_e(stats.uri)}</title><style>{_CSS}</style></head>"
+        f"<title>pmcvl report: {_e(stats.uri)}</title>"
+        f"<style>{_CSS}{gallery_page.CSS}</style></head>"
         f"<body>{body}</body></html>\n"
     )
 
 
-def write_report(storage: Storage, stats: ReportStats, prefix: str = "report") -> str:
-    """Write the PNGs, ``stats.json`` and ``index.html`` under ``prefix``; the page's key.
+def write_report(
+    storage: Storage, stats: ReportStats, prefix: str = "report", gallery: Gallery | None = None
+) -> str:
+    """Write the PNGs, ``stats.json``, the gallery's thumbnails and ``index.html`` under
+    ``prefix``; the page's key.
 
-    PNGs left by an earlier report that this one does not draw are removed, so the folder
-    never shows a chart for data that is gone.
+    PNGs and thumbnails left by an earlier report that this one does not show are removed, so
+    the folder never shows a picture of data that is gone.
     """
     images = charts(stats)
     for name, png in images.items():
@@ -230,6 +238,13 @@ def write_report(storage: Storage, stats: ReportStats, prefix: str = "report") -
     for key in list(storage.list(prefix)):
         if key.endswith(".png") and key.removeprefix(f"{prefix}/") not in images:
             storage.delete(key)
+    thumbs = gallery.files if gallery is not None else {}
+    folder = f"{prefix}/{gallery_page.FOLDER}"
+    for name, data in thumbs.items():
+        storage.write_bytes(f"{folder}/{name}", data)
+    for key in list(storage.list(folder)):
+        if key.removeprefix(f"{folder}/") not in thumbs:
+            storage.delete(key)
     storage.write_bytes(f"{prefix}/stats.json", stats.to_json().encode())
-    storage.write_bytes(f"{prefix}/index.html", render_html(stats, images).encode())
+    storage.write_bytes(f"{prefix}/index.html", render_html(stats, images, gallery).encode())
     return f"{prefix}/index.html"
