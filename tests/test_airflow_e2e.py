@@ -161,8 +161,10 @@ def test_enrichment_runs_through_airflow_with_the_clusters_key(
     with create_session() as session:
         values = session.query(XComModel.value).filter(XComModel.run_id == run.run_id).all()
     assert values and not any(CLUSTER_LLM_KEY in str(v) for (v,) in values)
-    jobs = [j for j in dag.get_task("build_dataset").client().list_jobs()]
-    assert jobs and not any(CLUSTER_LLM_KEY in json.dumps(j.dict(), default=str) for j in jobs)
+    jobs = list(dag.get_task("build_dataset").client().list_jobs())
+    assert jobs and not any(
+        CLUSTER_LLM_KEY in json.dumps(j.model_dump(), default=str) for j in jobs
+    )
     assert "build_dataset" in caplog.text and CLUSTER_LLM_KEY not in caplog.text  # task logs
     files = [p for p in [*(airflow_home / "logs").rglob("*"), *out.rglob("*")] if p.is_file()]
     assert any(p.is_relative_to(out) for p in files)
