@@ -501,39 +501,46 @@ def sentence_spans(
 class Sentences:
     """The sentences of one text that hold given offsets, each cut out once.
 
-    Only the candidates around the offsets asked for are checked, nearest first, so a
-    paragraph costs what its referencing sentences do. Offsets must come in increasing order
-    (a reference's, in document order): the search back from one never passes the end of the
-    sentence found for the one before, which keeps the whole linear in the text.
+    The text's sentence-end candidates are found in one regular-expression pass; only those
+    around the offsets asked for are judged, each once, so a paragraph costs about what its
+    referencing sentences do. Offsets must come in increasing order (a reference's, in document
+    order): the search back from one never passes the end of the sentence found for the one
+    before, which keeps the whole linear in the text.
     """
 
-    __slots__ = ("_bounds", "_floor", "_last", "_text")
+    __slots__ = ("_bounds", "_ends", "_floor", "_last", "_matches", "_text", "_verdicts")
 
     def __init__(self, text: str, protected: Sequence[tuple[int, int] | None] = ()) -> None:
         self._text = text
         self._bounds = _Boundaries(text, protected)
+        self._matches = list(self._bounds.pattern.finditer(text))
+        self._ends = [m.end() for m in self._matches]
+        self._verdicts: dict[int, bool] = {}
         self._floor = 0  # no sentence asked for later starts before this
         self._last: tuple[int, int, str] | None = None
 
+    def _accepted(self, i: int) -> bool:
+        verdict = self._verdicts.get(i)
+        if verdict is None:
+            verdict = self._verdicts[i] = self._bounds.accepted(self._matches[i])
+        return verdict
+
     def _start_before(self, offset: int) -> int:
         """The end of the last accepted boundary at or before ``offset`` (or the floor)."""
-        pattern, accepted, text = self._bounds.pattern, self._bounds.accepted, self._text
-        window = 256
-        while True:
-            lo = max(self._floor, offset - window)
-            found = [m for m in pattern.finditer(text, lo, offset + 2) if m.end() <= offset]
-            for m in reversed(found):
-                if accepted(m):
-                    return m.end()
-            if lo == self._floor:
-                return lo
-            window *= 4
+        floor, matches = self._floor, self._matches
+        i = bisect_right(self._ends, offset) - 1
+        while i >= 0 and matches[i].start() >= floor:
+            if self._accepted(i):
+                return self._ends[i]
+            i -= 1
+        return floor
 
     def _end_after(self, offset: int) -> int:
-        pattern, accepted = self._bounds.pattern, self._bounds.accepted
-        for m in pattern.finditer(self._text, max(self._floor, offset - 4)):
-            if m.end() > offset and accepted(m):
-                return m.end()
+        """The end of the first accepted boundary after ``offset`` (or the text's end)."""
+        ends = self._ends
+        for i in range(bisect_right(ends, offset), len(ends)):
+            if self._matches[i].start() >= self._floor and self._accepted(i):
+                return ends[i]
         return len(self._text)
 
     def at(self, offset: int) -> str:
