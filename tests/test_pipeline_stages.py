@@ -412,14 +412,21 @@ def test_orphans_of_an_uncommitted_part_are_removed(tmp_path: Path) -> None:
         "stats/train-000000.json",
         "shards/train-000001.tar",
         "index/train-000001.parquet",
+        "gallery/entries/p0/PMC1-F1.json",
+        "gallery/thumbs/p0/PMC1-F1.jpg",
+        "gallery/entries/p1/PMC2-F1.json",  # a killed run's part wrote its gallery files too
+        "gallery/thumbs/p1/PMC2-F1-p00.jpg",
     ):
         storage.write_bytes(key, b"x")
     removed = mf.remove_orphans(storage, {"p0"})
     assert sorted(removed) == [
+        "gallery/entries/p1/PMC2-F1.json",
+        "gallery/thumbs/p1/PMC2-F1-p00.jpg",
         "index/train-000001.parquet",
         "parts/p1.json",
         "shards/train-000001.tar",
     ]
+    assert storage.exists("gallery/thumbs/p0/PMC1-F1.jpg")
     parts = mf.load_parts(storage, {"p0"})
     manifest = mf.build_manifest(parts, code_version="v")
     assert manifest["splits"] == {"train": {"shards": 1, "samples": 1}}

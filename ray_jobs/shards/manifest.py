@@ -45,7 +45,10 @@ def load_parts(storage: Storage, committed: set[str]) -> list[dict[str, Any]]:
 
 
 def remove_orphans(storage: Storage, committed: set[str]) -> list[str]:
-    """Delete part records, shards, indexes and stats that no committed part lists."""
+    """Delete part records, shards, indexes, stats and gallery files that no committed part
+    lists."""
+    from ray_jobs.report.gallery_files import ENTRIES, THUMBS  # it imports this module
+
     removed = []
     for key in list(storage.list(PARTS)):
         if key.rsplit("/", 1)[-1].removesuffix(".json") not in committed:
@@ -60,6 +63,11 @@ def remove_orphans(storage: Storage, committed: set[str]) -> list[str]:
     for prefix in (SHARDS, INDEX, STATS):
         for key in list(storage.list(prefix)):
             if key not in listed:
+                storage.delete(key)
+                removed.append(key)
+    for prefix in (ENTRIES, THUMBS):  # gallery files sit in a folder per part
+        for key in list(storage.list(prefix)):
+            if key[len(prefix) + 1 :].split("/", 1)[0] not in committed:
                 storage.delete(key)
                 removed.append(key)
     if removed:
