@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -247,3 +248,23 @@ def test_card_files_on_s3_match_the_local_ones(built: Path, s3_admin, moto_endpo
     publish.write_card_files(remote, manifest, facts)
     again = json.loads(remote.read_bytes(croissant.CROISSANT))
     assert [n["sha256"] for n in again["distribution"] if n["@id"] == index] == ["0" * 64]
+
+
+def test_a_rerun_writes_the_card_files_an_older_output_lacks(built: Path, tmp_path: Path) -> None:
+    """An output built before the card existed gets it from the next run, new input or not;
+    after that a rerun writes nothing again."""
+    out = tmp_path / "dataset"
+    shutil.copytree(built, out)
+    for name in (card.CARD, croissant.CROISSANT):
+        (out / name).unlink()
+    settings = load_settings(
+        environ={},
+        source={"kind": "local", "path": str(built.parent / "corpus")},
+        output={"uri": str(out), "articles_per_part": 2},
+        pipeline={"samples_per_shard": 4},
+    )
+    assert run_build(settings).pending == 0
+    assert (out / card.CARD).is_file() and (out / croissant.CROISSANT).is_file()
+    manifest = (out / "manifest.json").read_bytes()
+    run_build(settings)
+    assert (out / "manifest.json").read_bytes() == manifest

@@ -310,8 +310,12 @@ def _build(
             lease.check()
             _commit(record, storage, ledger, report, parts)
 
+    from ray_jobs.shards.card import CARD
+    from ray_jobs.shards.croissant import CROISSANT
+
     same = current is not None and current["shards"] == mf.manifest_shards(parts)
-    if not plan.parts and same and current.get(mf.LICENSE_POLICY) == report.license_policy:
+    same = same and current.get(mf.LICENSE_POLICY) == report.license_policy
+    if not plan.parts and same and storage.exists(CARD) and storage.exists(CROISSANT):
         log.info("nothing to do: the dataset at %s is up to date", storage.uri)
         return report  # a rerun over the same input writes nothing
     lease.check()
