@@ -12,12 +12,10 @@ planted in the output stops the next run before it writes through it.
 
 from __future__ import annotations
 
-import gzip
 import io
 import json
 import re
 import struct
-import tarfile
 import zlib
 from pathlib import Path
 
@@ -26,7 +24,7 @@ import pytest
 from conftest import upload_tree
 from fake_llm_server import fake_llm  # noqa: F401
 from test_caps import article_xml, png
-from test_hostile_input import BILLION_LAUGHS, HOSTILE_ARCHIVES, xxe
+from test_hostile_input import BILLION_LAUGHS, HOSTILE_ARCHIVES, tar_gz, xxe
 
 from ray_jobs.config import load_settings
 from ray_jobs.jobs.build_dataset import run_build
@@ -55,10 +53,6 @@ def bomb_png(width: int = 40_000, height: int = 40_000) -> bytes:
     )
 
 
-def xml_with(pmcid: str, figures: int = 1, href: str = "fig.png") -> bytes:
-    return article_xml(pmcid, figures, href)
-
-
 def package_attacks(outside: Path) -> dict[str, tuple[dict[str, bytes], tuple[str, str]]]:
     """Attacks any layout can carry: {pmcid: (files of the package, (stage, error_type))}."""
     return {
@@ -66,36 +60,26 @@ def package_attacks(outside: Path) -> dict[str, tuple[dict[str, bytes], tuple[st
         "PMC9102": ({"a.xml": BILLION_LAUGHS}, ("parse", "xml_entities")),
         "PMC9103": ({"a.xml": xxe(outside / "secret.txt")}, ("parse", "xml_entities")),
         "PMC9104": (  # claims another article's id: nothing under PMC9999's keys
-            {"a.xml": xml_with("PMC9999"), "fig.png": png(50, 40)},
+            {"a.xml": article_xml("PMC9999", 1), "fig.png": png(50, 40)},
             ("identity", "identity_mismatch"),
         ),
         "PMC9105": (  # many <fig> naming one image: the first MAX_FIGURES go on
-            {"a.xml": xml_with("PMC9105", 40), "fig.png": png(60, 40)},
+            {"a.xml": article_xml("PMC9105", 40), "fig.png": png(60, 40)},
             ("explode", "too_many_figures"),
         ),
         "PMC9106": (
-            {"a.xml": xml_with("PMC9106"), "fig.png": bomb_png()},
+            {"a.xml": article_xml("PMC9106", 1), "fig.png": bomb_png()},
             ("image", "decompression_bomb"),
         ),
         "PMC9107": (
-            {"a.xml": xml_with("PMC9107"), "fig.png": b"\x89PNG\r\n\x1a\n" + b"\x13" * 400},
+            {"a.xml": article_xml("PMC9107", 1), "fig.png": b"\x89PNG\r\n\x1a\n" + b"\x13" * 400},
             ("image", "not_an_image"),
         ),
         "PMC9108": (
-            {"a.xml": xml_with("PMC9108", href="gone.png"), "other.png": png(30, 30)},
+            {"a.xml": article_xml("PMC9108", 1, "gone.png"), "other.png": png(30, 30)},
             ("explode", "missing_image"),
         ),
     }
-
-
-def tar_gz(files: dict[str, bytes]) -> bytes:
-    raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return gzip.compress(raw.getvalue(), mtime=0)
 
 
 ARCHIVE_ERRORS = {case: ("archive", error) for case, (_, error) in HOSTILE_ARCHIVES.items()}
@@ -107,7 +91,7 @@ def write_bundles(root: Path, outside: Path) -> dict[str, tuple[str, str]]:
     expected = {}
     for pmcid, (files, error) in package_attacks(outside).items():
         (root / f"{pmcid}.tar.gz").write_bytes(
-            tar_gz({f"{pmcid}/{n}": d for n, d in files.items()})
+            tar_gz([(f"{pmcid}/{n}", d) for n, d in files.items()])
         )
         expected[pmcid] = error
     for i, case in enumerate(sorted(HOSTILE_ARCHIVES)):
@@ -122,10 +106,10 @@ def put_s3_packages(client, bucket: str, outside: Path) -> dict[str, tuple[str, 
     expected = {}
     attacks = package_attacks(outside)
     attacks["PMC9110"] = (  # a JSON naming more media than a package may hold
-        {"a.xml": xml_with("PMC9110"), "fig.png": png(20, 20)},
+        {"a.xml": article_xml("PMC9110", 1), "fig.png": png(20, 20)},
         ("fetch", "too_many_members"),
     )
-    attacks["PMC9111"] = ({"a.xml": xml_with("PMC9111")}, ("fetch", "bad_metadata"))
+    attacks["PMC9111"] = ({"a.xml": article_xml("PMC9111", 1)}, ("fetch", "bad_metadata"))
     for pmcid, (files, error) in attacks.items():
         stem = f"{pmcid}.1"
         claimed = "PMC9999" if pmcid == "PMC9104" else pmcid  # the JSON lies as the XML does

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from ray_jobs.config import load_settings
 from ray_jobs.failures import FailureRecord
+from ray_jobs.pipeline.explode import end_marker
 from ray_jobs.pipeline.rows import ARTICLE, failure_row, make_row
 from ray_jobs.pmc import license_policy as lp
 from ray_jobs.pmc.ledger import Ledger, LedgerEntry, ref_batches, table_refs, version_id
@@ -61,17 +62,8 @@ def _ref(pmcid: str, etag: str = "e") -> ArticleRef:
 def _article_rows(ref: ArticleRef, failure: FailureRecord, code: str | None) -> list[dict]:
     """What the fetch stage gives for an article it did not build: its failure row and end
     marker (``ray_jobs.pipeline.explode``)."""
-    marker = {
-        "article_key": ref.key,
-        "pmcid": ref.pmcid,
-        "version": ref.version,
-        "etag": ref.etag,
-        "source": ref.source,
-        "location": ref.location,
-        "figures": 0,
-        "license": code,
-    }
-    return [failure_row(failure, "article", ref.key), make_row(ref.key, ARTICLE, marker)]
+    marker = make_row(ref.key, ARTICLE, end_marker(ref, code))
+    return [failure_row(failure, "article", ref.key), marker]
 
 
 def _skipping_part(storage: LocalStorage, name: str = "000000") -> dict:

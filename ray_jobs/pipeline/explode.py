@@ -150,11 +150,9 @@ def figure_rows(
     return rows
 
 
-def explode_article(
-    source: ArticleSource, ref: ArticleRef, settings: Settings
-) -> tuple[list[Row], Row]:
-    """The article's figure (or failure) rows, and its end marker."""
-    marker = {
+def end_marker(ref: ArticleRef, license: str | None = None) -> dict[str, Any]:
+    """The record of an article's end marker: its ref, figure count and license label."""
+    marker: dict[str, Any] = {
         "article_key": ref.key,
         "pmcid": ref.pmcid,
         "version": ref.version,
@@ -163,6 +161,16 @@ def explode_article(
         "location": ref.location,
         "figures": 0,
     }
+    if license is not None:
+        marker["license"] = license
+    return marker
+
+
+def explode_article(
+    source: ArticleSource, ref: ArticleRef, settings: Settings
+) -> tuple[list[Row], Row]:
+    """The article's figure (or failure) rows, and its end marker."""
+    marker = end_marker(ref)
     start = time.monotonic()
     limit = settings.pipeline.max_seconds_per_article
     got = fetch_and_parse(source, ref, settings.archive.max_xml_bytes)
