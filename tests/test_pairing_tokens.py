@@ -127,6 +127,24 @@ def test_letters_match_labels_case_and_brackets_aside() -> None:
     assert paired[1].confidence < paired[0].confidence
 
 
+def test_look_alike_readings_stand_for_the_label_the_caption_names() -> None:
+    """A serif "i" read as "1", "ii" as "11": in a caption of roman numerals they are i and ii,
+    and in a caption of numbers an "i" read is 1."""
+    caption = "Biopsy. (i) H&E. (ii) Ki-67. (iii) CD20."
+    paired = pair_panels(lettered(["111", "1", "11"]), split_caption(caption), caption)
+    assert [(p.label, p.alignment) for p in paired] == [
+        ("iii", "letter"),
+        ("i", "letter"),
+        ("ii", "letter"),
+    ]
+    caption = "Biopsy. (1) Overview. (2) Detail."
+    paired = pair_panels(lettered(["2", "i"]), split_caption(caption), caption)
+    assert [(p.label, p.alignment) for p in paired] == [("2", "letter"), ("1", "letter")]
+    caption = "Lesions. (a) Axial. (b) Coronal."
+    paired = pair_panels(lettered(["a", "1"]), split_caption(caption), caption)
+    assert [p.alignment for p in paired] == ["label", "label"]  # "1" is no look-alike of b
+
+
 def test_inconsistent_letters_fall_back_to_reading_order() -> None:
     split = split_caption(CAPTION)
     for letters in (["a", "a"], ["a", "q"], ["b", None]):  # repeated, unknown, only one read

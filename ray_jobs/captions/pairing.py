@@ -13,7 +13,7 @@ only go to every panel.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -90,13 +90,37 @@ def _letter_key(label: str) -> str:
     return _LABEL_NOISE.sub("", label).lower()
 
 
+# Readings that one typeface's glyph makes of another's: a serif "i" reads "1" or "l", "ii"
+# reads "11", "o" reads "0". A reading the caption does not name stands for the one of these it
+# does name (a caption of roman numerals has no "1"); it is never taken over a label named.
+_LOOK_ALIKE = {
+    "1": ("i", "l"),
+    "l": ("i", "1"),
+    "i": ("1", "l"),
+    "11": ("ii",),
+    "ii": ("11",),
+    "111": ("iii",),
+    "iii": ("111",),
+    "0": ("o",),
+    "o": ("0",),
+}
+
+
+def _as_named(key: str, wanted: Collection[str]) -> str:
+    """``key``, or the look-alike of it that the caption names when it names ``key`` not."""
+    if key in wanted:
+        return key
+    return next((alt for alt in _LOOK_ALIKE.get(key, ()) if alt in wanted), key)
+
+
 def _by_letter(panels: Sequence[PanelBox], labels: list[str]) -> dict[int, str] | None:
     """Panels whose read letter names a caption label, when the reading is consistent: two or
-    more panels read, no letter read twice, and every letter read is one the caption names."""
+    more panels read, no letter read twice, and every letter read is one the caption names
+    (or a look-alike of exactly one it names: "1" for "i")."""
     wanted = {_letter_key(label): label for label in labels}
     if len(wanted) != len(labels):
         return None
-    read = {p.index: _letter_key(p.letter) for p in panels if p.letter}
+    read = {p.index: _as_named(_letter_key(p.letter), wanted) for p in panels if p.letter}
     if len(read) < 2 or len(set(read.values())) != len(read):
         return None
     if not all(key in wanted for key in read.values()):

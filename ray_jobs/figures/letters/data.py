@@ -1,17 +1,23 @@
 """Label crops as the training generator draws them, rendered one at a time.
 
-Each sample is a label drawn by the generator's own ``_draw_label`` (its fonts, sizes, bold,
-boxed and light-on-dark styles, its colour rule) on a patch of one of its procedural panel
-kinds, then cropped around the drawn box with jitter, so the reader learns from crops as loose
-or tight as a detector's. Sample ``i`` of seed ``s`` depends only on ``(s, i)``.
+Each sample is a label drawn by the generator's own ``_draw_label`` (its sizes, bold, boxed and
+light-on-dark styles, its colour rule) on a patch of one of its procedural panel kinds, then
+cropped around the drawn box with jitter, so the reader learns from crops as loose or tight as
+a detector's. Most are set in one of the local faces of ``letters.fonts`` rather than the
+generator's DejaVu Sans, and then slanted, stretched, turned, blurred or JPEG-compressed:
+a reader that saw one face reads others poorly (0.76 on the held-out family's type).
+Sample ``i`` of seed ``s`` depends only on ``(s, i)`` and the faces installed.
 """
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageFilter
 
 from ray_jobs.figures.letters.classes import INDEX, canonical
+from ray_jobs.figures.letters.fonts import face, faces
 from ray_jobs.figures.synth.generate import _draw_label
 from ray_jobs.figures.synth.labels import SCHEMES, label_text
 from ray_jobs.figures.synth.panels import PROCEDURAL
@@ -93,14 +99,57 @@ def sample(seed: int, index: int) -> tuple[np.ndarray, int, str]:
         except ValueError:  # a maker's shapes can be too small for a label-sized patch
             patch = Image.new("RGB", (w, h), (255, 255, 255))
     boxed = bool(rng.random() < 0.15)
-    box = _draw_label(rng, patch, (0, 0, w, h), text, False, size, bool(rng.random() < 0.6), boxed)
+    bold = bool(rng.random() < 0.6)
+    style = np.random.default_rng([seed, index, 0x57E])  # type and distortions: its own stream
+    typeface = None
+    if style.random() < STYLED:
+        typeface = face(int(style.integers(len(faces()))), size)
+    box = _draw_label(rng, patch, (0, 0, w, h), text, False, size, bold, boxed, typeface)
     crop = jitter_crop(rng, patch, box)
     if rng.random() < 0.3:  # the detector sees a resized figure: blur and JPEG-like softness
         f = rng.uniform(0.4, 0.9)
         crop = crop.resize((max(2, int(crop.width * f)), max(2, int(crop.height * f)))).resize(
             crop.size
         )
-    return prepare(crop), INDEX[canonical(text)], text
+    return prepare(distort(style, crop)), INDEX[canonical(text)], text
+
+
+STYLED = 0.7  # the share of labels set in another face than the generator's
+
+
+def distort(rng: np.random.Generator, crop: Image.Image) -> Image.Image:
+    """Slant (italic-like), horizontal stretch (condensed or wide type), a small turn, the blur
+    and grain of a scan, and JPEG of a re-saved figure, each for some crops only."""
+    w, h = crop.size
+    if w < 4 or h < 4:
+        return crop
+    if rng.random() < 0.5:
+        shear, stretch = rng.uniform(-0.3, 0.3), rng.uniform(0.75, 1.3)
+        nw = max(4, round(w * stretch + abs(shear) * h))
+        offset = -shear * h if shear > 0 else 0.0
+        # inverse map: source x = (x - offset + shear * y) / stretch
+        coeffs = (1 / stretch, shear / stretch, offset / stretch, 0, 1, 0)
+        fill = crop.getpixel((0, 0))
+        crop = crop.transform(
+            (nw, h), Image.Transform.AFFINE, coeffs, Image.Resampling.BILINEAR, fillcolor=fill
+        )
+    if rng.random() < 0.25:
+        crop = crop.rotate(
+            rng.uniform(-4, 4),
+            Image.Resampling.BILINEAR,
+            expand=True,
+            fillcolor=crop.getpixel((0, 0)),
+        )
+    if rng.random() < 0.25:  # a scan: soft edges and grain
+        crop = crop.filter(ImageFilter.GaussianBlur(rng.uniform(0.4, 1.4)))
+        grain = rng.normal(0, rng.uniform(4, 16), (crop.height, crop.width, 1))
+        pixels = np.asarray(crop.convert("RGB"), np.float32) + grain
+        crop = Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
+    if rng.random() < 0.3:
+        out = io.BytesIO()
+        crop.convert("RGB").save(out, "JPEG", quality=int(rng.integers(25, 85)))
+        crop = Image.open(io.BytesIO(out.getvalue()))
+    return crop
 
 
 def batch(seed: int, start: int, n: int) -> tuple[np.ndarray, np.ndarray]:

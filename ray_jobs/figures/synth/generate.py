@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, ImageDraw
+from PIL import Image, ImageDraw, ImageFont
 from rich.progress import track
 
 from ray_jobs.figures.synth.fonts import font
@@ -63,9 +63,12 @@ def _draw_label(
     size: int,
     bold: bool,
     boxed: bool,
+    face: ImageFont.FreeTypeFont | None = None,
 ) -> Box:
+    """Draws one label at its panel's corner (or above it); ``face`` overrides the generator's
+    DejaVu Sans (the label reader's training draws other faces)."""
     draw = ImageDraw.Draw(canvas)
-    face = font(size, bold=bold)
+    face = face or font(size, bold=bold)
     x0, y0, x1, _ = panel
     inset = int(rng.integers(2, max(3, size // 2)))
     if outside:
