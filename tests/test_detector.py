@@ -254,3 +254,42 @@ def test_the_detector_loads_its_weights_without_unpickling_code(tmp_path) -> Non
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_checkpoints_average_weight_by_weight(tmp_path: Path) -> None:
+    """The shipped checkpoint is a weight-space average of two; the average is exact, loads
+    through the product's own loader, and refuses checkpoints of two architectures."""
+    import torch
+
+    from ray_jobs.figures.detector_train import average_checkpoints, build_model
+
+    ckpt = torch.load(WEIGHTS, map_location="cpu", weights_only=False)
+    shifted = {
+        k: v + 1 if v.is_floating_point() else v for k, v in ckpt["model"].state_dict().items()
+    }
+    ckpt["model"].load_state_dict(shifted)
+    torch.save(ckpt, tmp_path / "shifted.pt")
+    out = average_checkpoints(WEIGHTS, tmp_path / "shifted.pt", tmp_path / "avg.pt", 0.25)
+    base = torch.load(WEIGHTS, map_location="cpu", weights_only=False)["model"].state_dict()
+    mixed = torch.load(out, map_location="cpu", weights_only=False)
+    assert mixed["train_args"]["average"]["base_share"] == 0.25
+    for key, value in mixed["model"].state_dict().items():
+        if value.is_floating_point():
+            want = (base[key].float() + 0.75).to(value.dtype)
+            assert torch.allclose(value.float(), want.float(), atol=2e-2), key
+    detector = PanelDetector(DetectorSettings(weights=str(out)))
+    data = _two_panels()
+    found, failures = detector.detect([("fig", data)], with_crops=False)
+    assert not failures and len(found) == 1
+    build_model("yolo11s").save(str(tmp_path / "other.pt"))
+    with pytest.raises(ValueError, match="one architecture"):
+        average_checkpoints(WEIGHTS, tmp_path / "other.pt", tmp_path / "bad.pt")
+
+
+def _two_panels() -> bytes:
+    image = Image.new("RGB", (400, 200), (255, 255, 255))
+    image.paste((40, 40, 40), (5, 5, 195, 195))
+    image.paste((90, 20, 20), (205, 5, 395, 195))
+    out = io.BytesIO()
+    image.save(out, "PNG")
+    return out.getvalue()

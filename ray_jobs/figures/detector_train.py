@@ -127,3 +127,38 @@ def _finish(
     (out / f"{arch}-panels.train.json").write_text(json.dumps(asdict(result), indent=2))
     log.info("trained %s in %.0f s: %s", arch, seconds, metrics)
     return result
+
+
+def average_checkpoints(
+    base: str | Path, tuned: str | Path, out: str | Path, base_share: float = 0.5
+) -> Path:
+    """``base_share`` × ``base`` + (1 − ``base_share``) × ``tuned``, weight by weight (WiSE-FT):
+    a fine-tune that gained on unseen figures but lost a little on its parent's own world gets
+    most of the gain back without the loss. Both must be checkpoints of one architecture, the
+    tuned one warm-started from the base; the tuned one's file is the template."""
+    import torch
+
+    if not 0.0 <= base_share <= 1.0:
+        raise ValueError(f"base_share {base_share} is not in [0, 1]")
+    ultralytics_offline()
+    first = torch.load(str(base), map_location="cpu", weights_only=False)
+    second = torch.load(str(tuned), map_location="cpu", weights_only=False)
+    a, b = first["model"].state_dict(), second["model"].state_dict()
+    if a.keys() != b.keys() or any(a[k].shape != b[k].shape for k in a):
+        raise ValueError(f"{base} and {tuned} are not checkpoints of one architecture")
+    mixed = {
+        k: (base_share * a[k].float() + (1 - base_share) * v.float()).to(v.dtype)
+        if v.is_floating_point()
+        else v
+        for k, v in b.items()
+    }
+    second["model"].load_state_dict(mixed)
+    second["ema"] = None
+    second["train_args"] = {
+        **(second.get("train_args") or {}),
+        "average": {"base": str(base), "tuned": str(tuned), "base_share": base_share},
+    }
+    target = Path(out)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(second, target)
+    return target
