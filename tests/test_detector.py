@@ -257,8 +257,8 @@ def test_the_detector_loads_its_weights_without_unpickling_code(tmp_path) -> Non
 
 
 def test_checkpoints_average_weight_by_weight(tmp_path: Path) -> None:
-    """The shipped checkpoint is a weight-space average of two; the average is exact, loads
-    through the product's own loader, and refuses checkpoints of two architectures."""
+    """How the version-2 candidate is made (the model card): the weight-space average is
+    exact, loads through the product's own loader, and refuses two architectures."""
     import torch
 
     from ray_jobs.figures.detector_train import average_checkpoints, build_model
@@ -278,8 +278,7 @@ def test_checkpoints_average_weight_by_weight(tmp_path: Path) -> None:
             want = (base[key].float() + 0.75).to(value.dtype)
             assert torch.allclose(value.float(), want.float(), atol=2e-2), key
     detector = PanelDetector(DetectorSettings(weights=str(out)))
-    data = _two_panels()
-    found, failures = detector.detect([("fig", data)], with_crops=False)
+    found, failures = detector.detect([("fig", _two_panels())], with_crops=False)
     assert not failures and len(found) == 1
     build_model("yolo11s").save(str(tmp_path / "other.pt"))
     with pytest.raises(ValueError, match="one architecture"):
