@@ -10,7 +10,7 @@ DEMO_N ?= 40
 .PHONY: install demo test lint format bench bench-detector bench-classifier bench-llm bench-build bench-scale eval-subcaptions clean \
 	docker-build docker-push tools
 
-$(STAMP): pyproject.toml requirements/constraints.txt
+$(STAMP): pyproject.toml setup.py ray_jobs/pmc/_ctext.pyx requirements/constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade "pip>=25"
 	$(BIN)/pip install --quiet -c requirements/constraints.txt -e ".[dev]"

@@ -6,7 +6,7 @@
 
 FROM apache/airflow:3.3.2-python3.11 AS wheel
 WORKDIR /home/airflow/src
-COPY --chown=airflow:0 pyproject.toml README.md ./
+COPY --chown=airflow:0 pyproject.toml setup.py README.md ./
 COPY --chown=airflow:0 ray_jobs ray_jobs
 COPY --chown=airflow:0 operators operators
 RUN pip wheel --no-cache-dir --no-deps --wheel-dir /home/airflow/wheels .

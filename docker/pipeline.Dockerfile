@@ -4,10 +4,16 @@
 # its CUDA runtime as wheels (a CUDA 13 build: the GPU nodes need a driver that supports it).
 #   docker build -f docker/pipeline.Dockerfile -t pmcvl/pipeline:0.1.0 .
 
-# --- stage 1: our package as a wheel, so the final image holds no sources or build tools
+# --- stage 1: our package as a wheel, so the final image holds no sources or build tools.
+# The wheel carries the parser's C tree walks (ray_jobs/pmc/_ctext.pyx), compiled here.
 FROM rayproject/ray:2.60.0-py311-cu128 AS wheel
+USER 0
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/*
+USER 1000
 WORKDIR /home/ray/src
-COPY --chown=ray:users pyproject.toml README.md ./
+COPY --chown=ray:users pyproject.toml setup.py README.md ./
 COPY --chown=ray:users ray_jobs ray_jobs
 COPY --chown=ray:users operators operators
 RUN pip wheel --no-cache-dir --no-deps --wheel-dir /home/ray/wheels .
@@ -32,7 +38,9 @@ RUN python /tmp/pmcvl/requirements_from_pyproject.py /tmp/pmcvl/pyproject.toml >
     && rm -rf /tmp/pmcvl
 
 COPY --from=wheel /home/ray/wheels /tmp/wheels
-RUN pip install --no-cache-dir --no-deps /tmp/wheels/*.whl && rm -rf /tmp/wheels
+# the C walks must be there and match the installed lxml: else parsing runs at half speed
+RUN pip install --no-cache-dir --no-deps /tmp/wheels/*.whl && rm -rf /tmp/wheels \
+    && python -W error -c "from ray_jobs.pmc.text import C_WALKS; assert C_WALKS is not None"
 
 # The small shipped detector and classifier: the default. The chart mounts a volume over
 # /opt/pmcvl/models when weights come from a PVC or from S3 (docker/fetch_s3.py), never a hub.

@@ -5,7 +5,7 @@
 
 FROM python:3.11.13-slim-bookworm AS wheel
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY ray_jobs ray_jobs
 COPY operators operators
 RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .

@@ -22,6 +22,7 @@ from ray_jobs.pmc.records import Article, ArticlePackage, Figure, License, Menti
 from ray_jobs.pmc.safexml import parse_xml
 from ray_jobs.pmc.text import (
     BLOCK_TAGS,
+    C_WALKS,
     FLOAT_TAGS,
     NESTED_TAGS,
     Sentences,
@@ -200,10 +201,18 @@ def _mention_block(xref: etree._Element) -> etree._Element:
 
 def _scan(
     root: etree._Element,
-) -> tuple[set[etree._Element], list[etree._Element], list[etree._Element]]:
+) -> tuple[Collection[Any], list[etree._Element], list[etree._Element]]:
     """One pass over the tree: its :func:`structure_index`, its figures and its figure
-    references (in document order); each a separate traversal before, a tenth of a bare
-    parse each on real articles."""
+    references (in document order). In C where built (``_ctext.scan``)."""
+    if C_WALKS is not None:
+        return C_WALKS.scan(root)
+    return _python_scan(root)
+
+
+def _python_scan(
+    root: etree._Element,
+) -> tuple[set[etree._Element], list[etree._Element], list[etree._Element]]:
+    """:func:`_scan` in Python: the specification of ``_ctext.scan``."""
     needs: set[etree._Element] = set()
     add = needs.add
     figs: list[etree._Element] = []
@@ -378,7 +387,14 @@ _threads = threading.local()
 
 def _separated_text(scope: etree._Element) -> str:
     """``scope``'s text (as lxml's text serialiser gives it) with :data:`BLOCK_END` after each
-    of its blocks."""
+    of its blocks. In C where built (``_ctext.separated_text``), else by libxslt."""
+    if C_WALKS is not None:
+        return C_WALKS.separated_text(scope)
+    return _xslt_separated_text(scope)
+
+
+def _xslt_separated_text(scope: etree._Element) -> str:
+    """:func:`_separated_text` by libxslt: the specification of ``_ctext.separated_text``."""
     transform = getattr(_threads, "separated", None)
     if transform is None:  # XSLT objects are kept per thread, like the parser
         transform = _threads.separated = etree.XSLT(
@@ -390,7 +406,7 @@ def _separated_text(scope: etree._Element) -> str:
 def _in_text_acronyms(meta: etree._Element | None, root: etree._Element) -> list[tuple[str, str]]:
     """Definitions in the abstract, then the body, in reading order.
 
-    The text comes from libxslt (:func:`_separated_text`), one call per scope, rather than the
+    The text comes from :func:`_separated_text`, one call per scope, rather than the
     block-aware walk: this is the hot path of parsing.
     """
     scopes = [*meta.findall("abstract")] if meta is not None else []

@@ -16,7 +16,9 @@ spans are merged in one pass.
 
 from __future__ import annotations
 
+import os
 import re
+import warnings
 from bisect import bisect_right
 from collections.abc import Collection, Sequence
 from functools import lru_cache
@@ -272,7 +274,7 @@ def raw_text(
     return "".join(renderer.parts)
 
 
-def element_text(
+def python_element_text(
     el: etree._Element | None,
     skip: Collection[etree._Element] = (),
     needs: Collection[etree._Element] | None = None,
@@ -313,7 +315,7 @@ def _clear_marks(block: etree._Element) -> None:
             el.tail = el.tail.replace(_OPEN, "").replace(_CLOSE, "")
 
 
-def text_with_spans(
+def python_text_with_spans(
     block: etree._Element,
     marked: Sequence[etree._Element],
     needs: Collection[etree._Element] | None = None,
@@ -338,7 +340,7 @@ def text_with_spans(
     opens, closes = raw.count(_OPEN), raw.count(_CLOSE)
     if (opens != closes or opens > len(marked)) and not _retried:
         _clear_marks(block)  # the article holds marker characters of its own
-        return text_with_spans(block, marked, needs, _retried=True)
+        return python_text_with_spans(block, marked, needs, _retried=True)
     order = list(range(len(marked)))
     if opens != len(marked) or opens != closes:
         order = [i for i, el in enumerate(marked) if _rendered(el, block)]
@@ -498,7 +500,7 @@ def sentence_spans(
     return spans
 
 
-class Sentences:
+class PythonSentences:
     """The sentences of one text that hold given offsets, each cut out once.
 
     The text's sentence-end candidates are found in one regular-expression pass; only those
@@ -662,3 +664,54 @@ def figure_number(label: str | None) -> str | None:
         return None
     found = _LABEL_NUMBER.findall(label)
     return found[-1] if found else None
+
+
+# --- the C walks -----------------------------------------------------------------------------
+
+
+def _c_walks():
+    """``ray_jobs/pmc/_ctext`` (built from ``_ctext.pyx`` at install), or None where it is not
+    built, was built against another lxml (it reads lxml's C structures) or
+    ``PMCVL_PURE_PYTHON`` asks for the Python walks (the tests compare the two)."""
+    if os.environ.get("PMCVL_PURE_PYTHON"):
+        return None
+    try:
+        from ray_jobs.pmc import _ctext
+    except ImportError:
+        warnings.warn(
+            "ray_jobs.pmc._ctext is not built (pip install the package): parsing runs the"
+            " slower Python walks",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return None
+    if etree.__version__ != _ctext.COMPILED_LXML:
+        warnings.warn(
+            f"ray_jobs.pmc._ctext was built against lxml {_ctext.COMPILED_LXML}, not the"
+            f" running {etree.__version__}: parsing runs the slower Python walks",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return None
+    return _ctext
+
+
+# The Python walks above are the specification of the C ones (the tests compare them) and their
+# fallback; the public names are the C walks where they are built.
+C_WALKS = _c_walks()
+if C_WALKS is None:
+    element_text = python_element_text
+    text_with_spans = python_text_with_spans
+    Sentences = PythonSentences
+else:
+    _c_element_text = C_WALKS.element_text
+    text_with_spans = C_WALKS.text_with_spans
+    Sentences = C_WALKS.Sentences
+
+    def element_text(
+        el: etree._Element | None,
+        skip: Collection[etree._Element] = (),
+        needs: Collection[etree._Element] | None = None,
+    ) -> str:
+        """:func:`python_element_text` in C."""
+        return "" if el is None else _c_element_text(el, skip, needs)

@@ -1,0 +1,754 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
+"""The tree walks of :mod:`ray_jobs.pmc.text` and :mod:`ray_jobs.pmc.jats` in C, over
+libxml2's nodes through lxml's public C API.
+
+Each function gives exactly what its Python counterpart gives (``tests/test_ctext.py``
+compares them on every real article and on generated and hostile ones); the Python code is
+the specification and the fallback where this module is not built. Parsing calls these once
+or a few times per article, and each is one pass over the nodes it reads, with the text
+written and its whitespace normalised in the same pass: the Python walks cost two to three
+times the bare parse, these a fraction of it.
+"""
+
+from cpython.unicode cimport (
+    PyUnicode_DATA,
+    PyUnicode_DecodeUTF8,
+    PyUnicode_KIND,
+    PyUnicode_READ,
+)
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcpy, strcmp
+from lxml.includes cimport tree
+from lxml.includes.etreepublic cimport (
+    LXML_VERSION_STRING,
+    _Document,
+    _Element,
+    attributeValueFromNsName,
+    elementFactory,
+    import_lxml__etree,
+)
+from lxml.includes.tree cimport const_xmlChar, xmlNode
+
+import_lxml__etree()
+
+# the lxml this module was compiled against: its C structures must be the running lxml's
+COMPILED_LXML = (<bytes>LXML_VERSION_STRING).decode()
+
+# --- tags ------------------------------------------------------------------------------------
+
+cdef enum:
+    BLOCK = 1  # text.BLOCK_TAGS
+    FLOAT = 2  # text.FLOAT_TAGS
+    SPACED = 4  # text._SPACED_TAGS: a space on either side
+    CONTAINER = 8  # text._CONTAINERS: always walked
+    NESTED = 16  # text.NESTED_TAGS: marks its ancestors as structure (no namespace only)
+    ALTERNATIVES = 32
+    TEX_MATH = 64
+    GRAPHIC = 128  # text._GRAPHIC_TAGS
+    SEPARATED = 256  # jats._SEPARATED_BLOCKS (no namespace only)
+    FIG = 512
+    XREF = 1024
+
+cdef dict _KINDS = {}
+
+
+cdef void _add(str names, int kind):
+    for name in names.split():
+        _KINDS[name.encode()] = _KINDS.get(name.encode(), 0) | kind
+
+
+_add("p title label list list-item sec caption def-item term def disp-quote disp-formula td th "
+     "tr attrib", BLOCK | SPACED)
+_add("list list-item sec caption def-item disp-quote disp-formula td th tr", CONTAINER)
+_add("fig fig-group table-wrap table-wrap-group supplementary-material boxed-text graphic media "
+     "object-id inline-graphic", FLOAT | NESTED)
+_add("break", SPACED | NESTED)
+_add("alternatives", ALTERNATIVES | NESTED)
+_add("tex-math", TEX_MATH | NESTED)
+_add("list disp-quote disp-formula def-item table", NESTED)
+_add("graphic inline-graphic media", GRAPHIC)
+_add("p title td th label list-item term def", SEPARATED)
+_add("fig", FIG)
+_add("xref", XREF)
+
+# The table as C arrays, sorted, with the range of names that start with each byte: a lookup
+# is a few byte comparisons, no Python object.
+cdef list _NAMES = sorted(_KINDS)
+cdef const char* _NAME_AT[64]
+cdef int _KIND_AT[64]
+cdef int _FROM[256]
+cdef int _TO[256]
+for _i, _name in enumerate(_NAMES):
+    _NAME_AT[_i] = <const char*>(<bytes>_name)
+    _KIND_AT[_i] = _KINDS[_name]
+    _first = (<bytes>_name)[0]
+    if _TO[_first] == 0:
+        _FROM[_first] = _i
+    _TO[_first] = _i + 1
+
+
+cdef inline int kind_of(xmlNode* node) noexcept:
+    """The tag's kinds by its local name (any namespace), as text._local reads it."""
+    cdef const char* name = <const char*>node.name
+    cdef int i
+    if name == NULL:
+        return 0
+    for i in range(_FROM[<unsigned char>name[0]], _TO[<unsigned char>name[0]]):
+        if strcmp(name, _NAME_AT[i]) == 0:
+            return _KIND_AT[i]
+    return 0
+
+
+cdef inline bint is_element(xmlNode* node):
+    return node.type == tree.XML_ELEMENT_NODE
+
+
+cdef inline bint no_namespace(xmlNode* node):
+    return node.ns == NULL
+
+
+cdef inline size_t address(xmlNode* node):
+    return <size_t>node
+
+
+# --- structure -------------------------------------------------------------------------------
+
+
+cdef void _mark_ancestors(xmlNode* node, set needs):
+    """Adds the element ancestors of ``node`` to ``needs`` (stops at one already there)."""
+    node = node.parent
+    while node != NULL and is_element(node):
+        key = address(node)
+        if key in needs:
+            return
+        needs.add(key)
+        node = node.parent
+
+
+def scan(_Element root):
+    """``jats._scan`` in one C walk: the structure index (as node addresses), the figures and
+    the figure references (``ref-type="fig"`` with a ``rid``) in document order."""
+    cdef set needs = set()
+    cdef list figs = [], xrefs = []
+    cdef xmlNode* top = root._c_node
+    cdef xmlNode* node = top.children
+    cdef int kind
+    cdef bint wanted
+    while node != NULL:
+        if is_element(node):
+            if no_namespace(node):
+                kind = kind_of(node)
+                if kind & XREF:
+                    wanted = attributeValueFromNsName(
+                        node, NULL, <const_xmlChar*>b"ref-type"
+                    ) == "fig" and bool(
+                        attributeValueFromNsName(node, NULL, <const_xmlChar*>b"rid")
+                    )
+                    if wanted:
+                        xrefs.append(elementFactory(root._doc, node))
+                elif kind & NESTED:
+                    if kind & FIG:
+                        figs.append(elementFactory(root._doc, node))
+                    _mark_ancestors(node, needs)
+            if node.children != NULL:
+                node = node.children
+                continue
+        node = _next_in(node, top)
+    return needs, figs, xrefs
+
+
+cdef inline xmlNode* _next_in(xmlNode* node, xmlNode* top):
+    """The next node in document order after ``node``'s subtree, within ``top``."""
+    while node != NULL and node != top:
+        if node.next != NULL:
+            return node.next
+        node = node.parent
+    return NULL
+
+
+cdef set _local_structure(xmlNode* top, list skip):
+    """``text.structure_index`` of one subtree, with the ancestors of ``skip`` added."""
+    cdef set needs = set()
+    cdef xmlNode* node = top
+    cdef _Element el
+    while node != NULL:
+        if is_element(node) and no_namespace(node) and kind_of(node) & NESTED:
+            _mark_ancestors(node, needs)
+        if node.children != NULL and (node == top or is_element(node)):
+            node = node.children
+            continue
+        node = _next_in(node, top)
+    for el in skip:
+        _mark_ancestors(el._c_node, needs)
+    return needs
+
+
+# --- the output ------------------------------------------------------------------------------
+
+cdef struct Out:
+    char* data
+    size_t size
+    size_t cap
+    Py_ssize_t chars  # code points written (offsets in the Python string)
+    bint space  # the last character written is a space, or nothing is written yet
+
+
+cdef int _reserve(Out* out, size_t more) except -1:
+    cdef size_t cap
+    cdef char* data
+    if out.size + more <= out.cap:
+        return 0
+    cap = out.cap * 2 if out.cap else 4096
+    while cap < out.size + more:
+        cap *= 2
+    data = <char*>realloc(out.data, cap)
+    if data == NULL:
+        raise MemoryError()
+    out.data, out.cap = data, cap
+    return 0
+
+
+cdef int _raw(Out* out, const char* text, size_t n) except -1:
+    _reserve(out, n)
+    memcpy(out.data + out.size, text, n)
+    out.size += n
+    return 0
+
+
+cdef inline unsigned int _code_point(const unsigned char* s, size_t* width) noexcept:
+    cdef unsigned char c = s[0]
+    if c < 0xE0:
+        width[0] = 2
+        return ((c & 0x1F) << 6) | (s[1] & 0x3F)
+    if c < 0xF0:
+        width[0] = 3
+        return ((c & 0x0F) << 12) | ((s[1] & 0x3F) << 6) | (s[2] & 0x3F)
+    width[0] = 4
+    return ((c & 0x07) << 18) | ((s[1] & 0x3F) << 12) | ((s[2] & 0x3F) << 6) | (s[3] & 0x3F)
+
+
+cdef inline bint _odd_space(unsigned int cp) noexcept:
+    """text._ODD_SPACES."""
+    return (
+        cp == 0xA0 or 0x2000 <= cp <= 0x200A or cp == 0x202F or cp == 0x205F or cp == 0x3000
+        or cp == 0x1680 or cp == 0x2028 or cp == 0x2029 or cp == 0x85
+    )
+
+
+cdef inline bint _invisible(unsigned int cp) noexcept:
+    """text._INVISIBLE."""
+    return cp == 0x200B or 0x2060 <= cp <= 0x2064 or cp == 0xFEFF or cp == 0xAD
+
+
+cdef int _normalised(Out* out, const unsigned char* s, bint marks) except -1:
+    """Appends ``s`` with ``text.normalise_space``'s rules, a leading space dropped (what
+    ``clean_text`` and the span rendering do), a trailing one kept until the end. Returns 1
+    when ``marks`` is set and ``s`` holds a reference marker (dropped), else 0."""
+    cdef size_t i = 0, width
+    cdef int found = 0
+    cdef unsigned char c
+    cdef unsigned int cp
+    while True:
+        c = s[i]
+        if c == 0:
+            return found
+        if c < 0x80:
+            if c == 32 or c == 10 or c == 9 or c == 13 or c == 11 or c == 12:
+                if not out.space:
+                    _reserve(out, 1)
+                    out.data[out.size] = 32
+                    out.size += 1
+                    out.chars += 1
+                    out.space = True
+            else:
+                _reserve(out, 1)
+                out.data[out.size] = c
+                out.size += 1
+                out.chars += 1
+                out.space = False
+            i += 1
+            continue
+        cp = _code_point(s + i, &width)
+        if _odd_space(cp):
+            if not out.space:
+                _reserve(out, 1)
+                out.data[out.size] = 32
+                out.size += 1
+                out.chars += 1
+                out.space = True
+        elif marks and (cp == 0xE000 or cp == 0xE001):
+            found = 1
+        elif not _invisible(cp):
+            _raw(out, <const char*>(s + i), width)
+            out.chars += 1
+            out.space = False
+        i += width
+
+
+cdef str _result(Out* out, bint strip):
+    cdef size_t size = out.size
+    if strip and size and out.data[size - 1] == 32:
+        size -= 1
+    if size == 0:
+        return ""
+    return PyUnicode_DecodeUTF8(out.data, size, NULL)
+
+
+# --- rendering -------------------------------------------------------------------------------
+
+cdef class _Renderer:
+    """text._Renderer writing into one normalised buffer, with the spans of marked elements."""
+
+    cdef Out out
+    cdef set needs
+    cdef object skip  # node addresses
+    cdef dict marks  # node address -> index
+    cdef list opened
+    cdef list spans
+    cdef _Document doc
+    cdef object tex
+    cdef bint foreign  # the text holds the private-use characters that mark references
+
+    def __cinit__(self):
+        self.out.data = NULL
+        self.out.size = self.out.cap = 0
+        self.out.chars = 0
+        self.out.space = True
+
+    def __dealloc__(self):
+        free(self.out.data)
+
+    cdef int text(self, xmlNode* node) except -1:
+        if node.content != NULL:
+            if _normalised(&self.out, <const unsigned char*>node.content, self.marks is not None):
+                self.foreign = True
+        return 0
+
+    cdef int space(self) except -1:
+        if not self.out.space:
+            _raw(&self.out, b" ", 1)
+            self.out.chars += 1
+            self.out.space = True
+        return 0
+
+    cdef int open(self, xmlNode* node) except -1:
+        if self.marks is not None:
+            index = self.marks.get(address(node))
+            if index is not None:
+                self.opened[<Py_ssize_t>index] = self.out.chars
+        return 0
+
+    cdef int close(self, xmlNode* node) except -1:
+        if self.marks is not None:
+            index = self.marks.get(address(node))
+            if index is not None and self.opened[<Py_ssize_t>index] is not None:
+                self.spans[<Py_ssize_t>index] = (self.opened[<Py_ssize_t>index], self.out.chars)
+        return 0
+
+    cdef int plain(self, xmlNode* el) except -1:
+        """Every text below ``el`` (lxml's text serialiser), marks kept."""
+        cdef xmlNode* child = el.children
+        while child != NULL:
+            if child.type == tree.XML_TEXT_NODE or child.type == tree.XML_CDATA_SECTION_NODE:
+                self.text(child)
+            elif is_element(child):
+                self.open(child)
+                self.plain(child)
+                self.close(child)
+            child = child.next
+        return 0
+
+    cdef int tex_math(self, xmlNode* el) except -1:
+        cdef bytes text = self.tex(elementFactory(self.doc, el)).encode()
+        if text:
+            _normalised(&self.out, <const unsigned char*><const char*>text, False)
+        return 0
+
+    cdef xmlNode* chosen(self, xmlNode* alternatives):
+        """text._chosen_alternative."""
+        cdef xmlNode* child = alternatives.children
+        cdef xmlNode* tex = NULL
+        cdef xmlNode* other = NULL
+        cdef int kind
+        while child != NULL:
+            if is_element(child):
+                if (
+                    child.ns != NULL
+                    and strcmp(<const char*>child.name, b"math") == 0
+                    and strcmp(<const char*>child.ns.href, b"http://www.w3.org/1998/Math/MathML")
+                    == 0
+                ):
+                    return child
+                kind = kind_of(child)
+                if kind & TEX_MATH:
+                    if tex == NULL:
+                        tex = child
+                elif other == NULL and not kind & (GRAPHIC | FLOAT):
+                    other = child
+            child = child.next
+        return tex if tex != NULL else other
+
+    cdef int content(self, xmlNode* el) except -1:
+        """text._Renderer.content: the element's text and its children's, not its tail."""
+        cdef xmlNode* child
+        cdef xmlNode* chosen
+        cdef int kind
+        self.open(el)
+        if address(el) not in self.needs and not kind_of(el) & CONTAINER:
+            return self.plain(el)
+        child = el.children
+        while child != NULL:
+            if child.type == tree.XML_TEXT_NODE or child.type == tree.XML_CDATA_SECTION_NODE:
+                self.text(child)
+            elif is_element(child):
+                kind = kind_of(child)
+                if kind & FLOAT or (self.skip and address(child) in self.skip):
+                    pass
+                elif kind & SPACED:
+                    self.space()
+                    self.content(child)
+                    self.space()
+                elif kind & ALTERNATIVES:
+                    chosen = self.chosen(child)
+                    if chosen != NULL:
+                        if kind_of(chosen) & TEX_MATH:
+                            self.tex_math(chosen)
+                        else:
+                            self.content(chosen)
+                elif kind & TEX_MATH:
+                    self.tex_math(child)
+                else:
+                    self.content(child)
+                self.close(child)
+            child = child.next
+        return 0
+
+
+cdef _Renderer _renderer(_Element el, object needs, object skip):
+    from ray_jobs.pmc.text import _tex
+
+    cdef _Renderer r = _Renderer()
+    r.doc = el._doc
+    r.tex = _tex
+    cdef list skipped = list(skip) if skip else []
+    r.skip = {address((<_Element>s)._c_node) for s in skipped} if skipped else None
+    r.needs = _local_structure(el._c_node, skipped) if needs is None else needs
+    return r
+
+
+def element_text(_Element el, skip=(), needs=None):
+    """``text.element_text``: the element's text as a reader sees it, normalised, stripped."""
+    cdef _Renderer r
+    if kind_of(el._c_node) & TEX_MATH:
+        from ray_jobs.pmc.text import _tex, clean_text
+
+        return clean_text(_tex(el))
+    r = _renderer(el, needs, skip)
+    r.content(el._c_node)
+    return _result(&r.out, True)
+
+
+def text_with_spans(_Element block, marked, needs=None):
+    """``text.python_text_with_spans``: the block's text and each marked element's span in it
+    (None where its text is not part of the block's).
+
+    A block where a marked element is not rendered whole (inside a float, an unchosen
+    alternative or a formula's TeX), or whose text holds the marker characters, is left to
+    the Python walk: its rules for those cases are what the spans must follow, and real
+    articles hardly ever take that path."""
+    cdef _Renderer r = _renderer(block, needs, ())
+    cdef Py_ssize_t i, n = len(marked)
+    r.marks = {address((<_Element>marked[i])._c_node): i for i in range(n)}
+    r.opened = [None] * n
+    r.spans = [None] * n
+    r.content(block._c_node)
+    if r.foreign or None in r.spans:
+        from ray_jobs.pmc.text import python_text_with_spans
+
+        return python_text_with_spans(block, marked)
+    return _result(&r.out, True), r.spans
+
+
+def separated_text(_Element scope):
+    """``jats._separated_text``: every text below ``scope`` as lxml's text serialiser gives
+    it, with U+2029 after each of ``jats._SEPARATED_BLOCKS`` (no namespace)."""
+    cdef Out out
+    out.data = NULL
+    out.size = out.cap = 0
+    cdef xmlNode* top = scope._c_node
+    cdef xmlNode* node = top.children
+    cdef xmlNode* up
+    try:
+        while node != NULL:
+            if node.type == tree.XML_TEXT_NODE or node.type == tree.XML_CDATA_SECTION_NODE:
+                if node.content != NULL:
+                    _raw(&out, <const char*>node.content, _strlen(node.content))
+            elif is_element(node) and node.children != NULL:
+                node = node.children
+                continue
+            elif is_element(node) and no_namespace(node) and kind_of(node) & SEPARATED:
+                _raw(&out, b"\xe2\x80\xa9", 3)
+            # leaving this node's subtree: close each element left on the way up
+            while node != NULL and node != top:
+                if node.next != NULL:
+                    node = node.next
+                    break
+                up = node.parent
+                if up != top and no_namespace(up) and kind_of(up) & SEPARATED:
+                    _raw(&out, b"\xe2\x80\xa9", 3)
+                node = up
+            else:
+                node = NULL
+        return PyUnicode_DecodeUTF8(out.data, out.size, NULL) if out.size else ""
+    finally:
+        free(out.data)
+
+
+cdef inline size_t _strlen(const_xmlChar* s) noexcept:
+    cdef size_t n = 0
+    while s[n] != 0:
+        n += 1
+    return n
+
+
+def structure_index(_Element root):
+    """``text.structure_index``, as node addresses (what the other walks here take)."""
+    return _local_structure(root._c_node, [])
+
+
+# --- sentences -------------------------------------------------------------------------------
+
+cdef frozenset _ABBREVIATIONS, _BEFORE_NUMBER, _NAME_LINKS
+cdef str _OPENERS, _BRACKETING
+
+
+cdef int _take_constants() except -1:
+    """text's word lists, read once (text imports this module at its end)."""
+    global _ABBREVIATIONS, _BEFORE_NUMBER, _NAME_LINKS, _OPENERS, _BRACKETING
+    if _ABBREVIATIONS is None:
+        from ray_jobs.pmc import text
+
+        _BEFORE_NUMBER, _NAME_LINKS = text._BEFORE_NUMBER, text._NAME_LINKS
+        _OPENERS, _BRACKETING = text._OPENERS, text._BRACKETING
+        _ABBREVIATIONS = text._ABBREVIATIONS
+    return 0
+
+
+cdef bint _is_initial(str text, Py_ssize_t start, str token, str next_char) except -1:
+    """text._is_initial."""
+    if len(token) != 1 or not token.isupper() or not next_char.isalpha():
+        return False
+    cdef str before = text[max(0, start - 40) : start].rstrip()
+    cdef str prev = before[before.rfind(" ") + 1 :]
+    if not prev or prev in _NAME_LINKS:
+        return True
+    if prev.endswith("."):
+        core = prev[:-1]
+        return (len(core) == 1 and core.isupper()) or core.lower() in _ABBREVIATIONS
+    return len(prev) > 1 and prev[0].isupper() and prev.isalpha()
+
+
+cdef bint _is_boundary(str text, Py_ssize_t pos, Py_ssize_t end) except -1:
+    """text._is_boundary."""
+    if text[pos] != ".":
+        return True
+    cdef Py_ssize_t start = text.rfind(" ", max(0, pos - 40), pos) + 1
+    cdef str token = text[start:pos]
+    cdef str bare = token.strip(_BRACKETING)
+    if not bare:
+        return True
+    cdef str low = bare.lower()
+    if low in _ABBREVIATIONS:
+        return False
+    cdef str next_char = text[end : end + 1]
+    if next_char and next_char in _OPENERS:
+        next_char = text[end + 1 : end + 2]
+    if low in _BEFORE_NUMBER:
+        return not next_char.isdigit()
+    if "." in bare and all(len(p) == 1 and p.isalpha() for p in bare.split(".")):
+        return False
+    if bare != token:
+        return True
+    return not _is_initial(text, start, bare, next_char)
+
+
+cdef inline bint _closer(Py_UCS4 c) noexcept:
+    return c == u'"' or c == u"'" or c == u"”" or c == u"’" or c == u")" or c == u"]"
+
+
+cdef inline bint _opener(Py_UCS4 c) noexcept:
+    return c == u'"' or c == u"'" or c == u"“" or c == u"‘" or c == u"(" or c == u"["
+
+
+cdef inline bint _capital_or_digit(Py_UCS4 c) noexcept:
+    return (u"A" <= c <= u"Z") or (u"0" <= c <= u"9")
+
+
+cdef Py_ssize_t _bisect_right(Py_ssize_t* values, Py_ssize_t n, Py_ssize_t x) noexcept:
+    cdef Py_ssize_t lo = 0, hi = n, mid
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if x < values[mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+cdef class Sentences:
+    """``text.Sentences``: the sentence-end candidates are found by one C scan (what
+    ``text._BOUNDARY`` or ``text._PERIOD_BOUNDARY`` match), and judged lazily, each once."""
+
+    cdef str _text
+    cdef Py_ssize_t _count, _guards, _floor, _at, _depth
+    cdef Py_ssize_t* _starts
+    cdef Py_ssize_t* _ends
+    cdef signed char* _verdicts
+    cdef Py_ssize_t* _guard_starts
+    cdef Py_ssize_t* _guard_reach
+    cdef bint _square, _brackets
+    cdef object _last
+    # candidates looked at and characters counted by the lookups: an operation count that
+    # tests read to see the work stay linear (the Python class's calls are counted instead)
+    cdef readonly Py_ssize_t steps
+
+    def __cinit__(self):
+        self._starts = self._ends = self._guard_starts = self._guard_reach = NULL
+        self._verdicts = NULL
+
+    def __dealloc__(self):
+        free(self._starts)
+        free(self._ends)
+        free(self._verdicts)
+        free(self._guard_starts)
+        free(self._guard_reach)
+
+    def __init__(self, str text, protected=()):
+        _take_constants()
+        self._text = text
+        self._floor = self._at = self._depth = self.steps = 0
+        self._last = None
+        self._square = "[" in text or "]" in text
+        self._brackets = "(" in text or self._square
+        cdef list guarded = sorted(s for s in protected if s is not None and s[1] > s[0])
+        cdef Py_ssize_t n = len(text), i = 0, j, k, count = 0, cap = 16, reach = -1
+        self._guards = len(guarded)
+        self._guard_starts = <Py_ssize_t*>malloc((self._guards + 1) * sizeof(Py_ssize_t))
+        self._guard_reach = <Py_ssize_t*>malloc((self._guards + 1) * sizeof(Py_ssize_t))
+        self._starts = <Py_ssize_t*>malloc(cap * sizeof(Py_ssize_t))
+        self._ends = <Py_ssize_t*>malloc(cap * sizeof(Py_ssize_t))
+        if (
+            self._guard_starts == NULL or self._guard_reach == NULL or self._starts == NULL
+            or self._ends == NULL
+        ):
+            raise MemoryError()
+        for i in range(self._guards):
+            self._guard_starts[i] = guarded[i][0]
+            reach = max(reach, <Py_ssize_t>guarded[i][1])
+            self._guard_reach[i] = reach
+        cdef unsigned int kind = PyUnicode_KIND(text)
+        cdef void* data = PyUnicode_DATA(text)
+        cdef bint every = "?" in text or "!" in text  # else only "." starts a candidate
+        cdef Py_UCS4 c
+        i = 0
+        while i < n:
+            c = PyUnicode_READ(kind, data, i)
+            if c == u"." or (every and (c == u"?" or c == u"!")):
+                j = i + 1
+                if every:
+                    while j < n and PyUnicode_READ(kind, data, j) in u".!?":
+                        j += 1
+                while j < n and _closer(PyUnicode_READ(kind, data, j)):
+                    j += 1
+                if j < n and PyUnicode_READ(kind, data, j) == u" ":
+                    k = j + 1
+                    if k < n and (
+                        _capital_or_digit(PyUnicode_READ(kind, data, k))
+                        or (
+                            _opener(PyUnicode_READ(kind, data, k))
+                            and k + 1 < n
+                            and _capital_or_digit(PyUnicode_READ(kind, data, k + 1))
+                        )
+                    ):
+                        if count == cap:
+                            cap *= 2
+                            self._starts = <Py_ssize_t*>_grown(self._starts, cap)
+                            self._ends = <Py_ssize_t*>_grown(self._ends, cap)
+                        self._starts[count] = i
+                        self._ends[count] = k
+                        count += 1
+                        i = k
+                        continue
+            i += 1
+        self._count = count
+        self._verdicts = <signed char*>malloc(count + 1)
+        if self._verdicts == NULL:
+            raise MemoryError()
+        for i in range(count):
+            self._verdicts[i] = -1
+
+    cdef Py_ssize_t _depth_at(self, Py_ssize_t pos) noexcept:
+        """Openers less closers before ``pos``, counted from the last point asked for."""
+        cdef unsigned int kind = PyUnicode_KIND(self._text)
+        cdef void* data = PyUnicode_DATA(self._text)
+        cdef Py_ssize_t lo, hi, i, change = 0
+        cdef Py_UCS4 c
+        lo, hi = (self._at, pos) if pos >= self._at else (pos, self._at)
+        self.steps += hi - lo
+        for i in range(lo, hi):
+            c = PyUnicode_READ(kind, data, i)
+            if c == u"(" or (self._square and c == u"["):
+                change += 1
+            elif c == u")" or (self._square and c == u"]"):
+                change -= 1
+        self._depth += change if pos >= self._at else -change
+        self._at = pos
+        return self._depth
+
+    cdef bint _accepted(self, Py_ssize_t i) except -1:
+        cdef Py_ssize_t pos, g
+        if self._verdicts[i] < 0:
+            pos = self._starts[i]
+            g = _bisect_right(self._guard_starts, self._guards, pos) - 1
+            if g >= 0 and pos < self._guard_reach[g]:
+                self._verdicts[i] = 0
+            elif not _is_boundary(self._text, pos, self._ends[i]):
+                self._verdicts[i] = 0
+            else:
+                self._verdicts[i] = not self._brackets or self._depth_at(pos) <= 0
+        return self._verdicts[i]
+
+    def at(self, Py_ssize_t offset):
+        """The sentence holding ``offset`` (offsets in increasing order are linear)."""
+        cdef Py_ssize_t i, start, end
+        last = self._last
+        if last is not None and last[0] <= offset < last[1]:
+            return last[2]
+        if last is not None and offset >= last[1]:
+            self._floor = last[1]
+        elif offset < self._floor:
+            self._floor = 0
+        start = self._floor
+        i = _bisect_right(self._ends, self._count, offset) - 1
+        while i >= 0 and self._starts[i] >= self._floor:
+            self.steps += 1
+            if self._accepted(i):
+                start = self._ends[i]
+                break
+            i -= 1
+        end = len(self._text)
+        for i in range(_bisect_right(self._ends, self._count, offset), self._count):
+            self.steps += 1
+            if self._starts[i] >= self._floor and self._accepted(i):
+                end = self._ends[i]
+                break
+        sentence = self._text[start:end].strip()
+        self._last = (start, end, sentence)
+        return sentence
+
+
+cdef void* _grown(void* block, Py_ssize_t count) except NULL:
+    cdef void* grown = realloc(block, count * sizeof(Py_ssize_t))
+    if grown == NULL:
+        raise MemoryError()
+    return grown
