@@ -330,3 +330,40 @@ def test_deep_and_wide_trees_are_walked_safely() -> None:
     marked = list(p)
     got, want = C.text_with_spans(p, marked), text.python_text_with_spans(p, marked)
     assert got == want and got[1][-1] is not None
+
+
+# --- acronyms --------------------------------------------------------------------------------
+
+ACRONYM_WORDS = (
+    "tumour necrosis factor (TNF) hormone-sensitive lipase (HSL) the İstanbul Straße (İS) "
+    "Holm (Holm, 1979) reagents (Promega) (Teca, Chicago, IL) cells (T1892) sample (S24) "
+    "mutant (L451G) human immunodeficiency virus type 1 (HIV-1) cyclooxygenase-2 (COX-2) "
+    "Sonic Hedgehog (Shh) [55] (LB) broth (mM) 5 (1A) ; : . \u2029 ( ) { } Plasmodium "
+    "(Plasmodium) ERCP (ERCP) magnetic resonance imaging (MRI; Siemens, Erlangen, Germany)"
+).split(" ")
+
+
+def test_find_definitions_match_the_python_matcher(jats_dir: Path) -> None:
+    from ray_jobs.pmc import acronyms
+
+    assert acronyms.find_definitions is C.find_definitions
+    texts = []
+    for path in real_articles(jats_dir):
+        root = etree.fromstring(path.read_bytes())
+        meta = root.find("front/article-meta")
+        scopes = [*meta.findall("abstract"), *root.findall("body")]
+        texts += [jats._separated_text(scope) for scope in scopes]
+    rng = random.Random(7)
+    windows = [
+        t[a : a + rng.randint(10, 2000)]
+        for t in texts
+        if t
+        for a in rng.choices(range(len(t)), k=40)
+    ]
+    made = [" ".join(rng.choice(ACRONYM_WORDS) for _ in range(60)) for _ in range(500)]
+    found = 0
+    for passage in texts + windows + made:
+        ours = C.find_definitions(passage)
+        assert ours == acronyms.python_find_definitions(passage), passage[:200]
+        found += len(ours)
+    assert found > 500  # the comparison covers definitions found, not only refusals

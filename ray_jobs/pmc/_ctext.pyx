@@ -1,4 +1,4 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
+# cython: language_level=3
 """The tree walks of :mod:`ray_jobs.pmc.text` and :mod:`ray_jobs.pmc.jats` in C, over
 libxml2's nodes through lxml's public C API.
 
@@ -16,7 +16,7 @@ from cpython.unicode cimport (
     PyUnicode_KIND,
     PyUnicode_READ,
 )
-from libc.stdlib cimport free, malloc, realloc
+from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcpy, strcmp
 from lxml.includes cimport tree
 from lxml.includes.etreepublic cimport (
@@ -114,37 +114,131 @@ cdef inline size_t address(xmlNode* node):
 # --- structure -------------------------------------------------------------------------------
 
 
-cdef void _mark_ancestors(xmlNode* node, set needs):
+cdef class NodeSet:
+    """A set of nodes (an open-addressing hash table of their addresses, each with a number):
+    the structure index, the skipped and the marked elements, asked once per element walked,
+    with no Python object made per question."""
+
+    cdef size_t* _keys
+    cdef Py_ssize_t* _values
+    cdef size_t _mask
+    cdef Py_ssize_t _count
+
+    def __cinit__(self):
+        self._keys = NULL
+        self._values = NULL
+        self._count = 0
+        self._mask = 0
+        self._grow(16)
+
+    def __dealloc__(self):
+        free(self._keys)
+        free(self._values)
+
+    cdef int _grow(self, size_t capacity) except -1:
+        cdef size_t* old_keys = self._keys
+        cdef Py_ssize_t* old_values = self._values
+        cdef size_t old_capacity = self._mask + 1 if old_keys != NULL else 0, i
+        self._keys = <size_t*>calloc(capacity, sizeof(size_t))
+        self._values = <Py_ssize_t*>malloc(capacity * sizeof(Py_ssize_t))
+        if self._keys == NULL or self._values == NULL:
+            free(self._keys)
+            free(self._values)
+            self._keys, self._values = old_keys, old_values
+            raise MemoryError()
+        self._mask = capacity - 1
+        self._count = 0
+        for i in range(old_capacity):
+            if old_keys[i]:
+                self.put(old_keys[i], old_values[i])
+        free(old_keys)
+        free(old_values)
+        return 0
+
+    cdef inline size_t _slot(self, size_t key) noexcept:
+        cdef size_t i = ((key >> 4) * <size_t>11400714819323198485ULL) & self._mask
+        while self._keys[i] and self._keys[i] != key:
+            i = (i + 1) & self._mask
+        return i
+
+    cdef int put(self, size_t key, Py_ssize_t value) except -1:
+        """Adds ``key`` (or sets its number); returns 1 when it was there already."""
+        cdef size_t i = self._slot(key)
+        if self._keys[i]:
+            self._values[i] = value
+            return 1
+        self._keys[i] = key
+        self._values[i] = value
+        self._count += 1
+        if <size_t>self._count * 2 > self._mask:
+            self._grow((self._mask + 1) * 2)
+        return 0
+
+    cdef inline Py_ssize_t get(self, size_t key) noexcept:
+        """The key's number, or -1 when it is not in the set."""
+        cdef size_t i = self._slot(key)
+        return self._values[i] if self._keys[i] else -1
+
+    def __len__(self):
+        return self._count
+
+    def __eq__(self, other):
+        if not isinstance(other, NodeSet) or len(other) != self._count:
+            return False
+        cdef NodeSet that = other
+        cdef size_t i
+        for i in range(self._mask + 1):
+            if self._keys[i] and that.get(self._keys[i]) < 0:
+                return False
+        return True
+
+    __hash__ = None
+
+
+cdef int _mark_ancestors(xmlNode* node, NodeSet needs) except -1:
     """Adds the element ancestors of ``node`` to ``needs`` (stops at one already there)."""
     node = node.parent
     while node != NULL and is_element(node):
-        key = address(node)
-        if key in needs:
-            return
-        needs.add(key)
+        if needs.put(address(node), 0):
+            return 0
         node = node.parent
+    return 0
+
+
+cdef inline bint _attribute_is(xmlNode* node, const char* name, const char* value):
+    """Whether the no-namespace attribute ``name`` is ``value`` (``value`` "" asks for one
+    that is present and not empty)."""
+    cdef tree.xmlAttr* attr = node.properties
+    cdef const char* text
+    while attr != NULL:
+        if attr.ns == NULL and strcmp(<const char*>attr.name, name) == 0:
+            if attr.children != NULL and attr.children.next == NULL and (
+                attr.children.type == tree.XML_TEXT_NODE
+            ):
+                text = <const char*>attr.children.content
+                return (text[0] != 0) if value[0] == 0 else strcmp(text, value) == 0
+            found = attributeValueFromNsName(node, NULL, <const_xmlChar*>name)
+            return bool(found) if value[0] == 0 else found == (<bytes>value).decode()
+        attr = attr.next
+    return False
 
 
 def scan(_Element root):
-    """``jats._scan`` in one C walk: the structure index (as node addresses), the figures and
-    the figure references (``ref-type="fig"`` with a ``rid``) in document order."""
-    cdef set needs = set()
+    """``jats._python_scan`` in one C walk: the structure index, the figures and the figure
+    references (``ref-type="fig"`` with a ``rid``) in document order."""
+    cdef NodeSet needs = NodeSet()
     cdef list figs = [], xrefs = []
     cdef xmlNode* top = root._c_node
     cdef xmlNode* node = top.children
     cdef int kind
-    cdef bint wanted
     while node != NULL:
         if is_element(node):
             if no_namespace(node):
                 kind = kind_of(node)
                 if kind & XREF:
-                    wanted = attributeValueFromNsName(
-                        node, NULL, <const_xmlChar*>b"ref-type"
-                    ) == "fig" and bool(
-                        attributeValueFromNsName(node, NULL, <const_xmlChar*>b"rid")
-                    )
-                    if wanted:
+                    if _attribute_is(node, b"ref-type", b"fig") and _attribute_is(
+                        node, b"rid", b""
+                    ):
                         xrefs.append(elementFactory(root._doc, node))
                 elif kind & NESTED:
                     if kind & FIG:
@@ -166,9 +260,9 @@ cdef inline xmlNode* _next_in(xmlNode* node, xmlNode* top):
     return NULL
 
 
-cdef set _local_structure(xmlNode* top, list skip):
+cdef NodeSet _local_structure(xmlNode* top, list skip):
     """``text.structure_index`` of one subtree, with the ancestors of ``skip`` added."""
-    cdef set needs = set()
+    cdef NodeSet needs = NodeSet()
     cdef xmlNode* node = top
     cdef _Element el
     while node != NULL:
@@ -184,6 +278,13 @@ cdef set _local_structure(xmlNode* top, list skip):
 
 
 # --- the output ------------------------------------------------------------------------------
+
+cdef inline size_t _strlen(const unsigned char* s) noexcept:
+    cdef size_t n = 0
+    while s[n] != 0:
+        n += 1
+    return n
+
 
 cdef struct Out:
     char* data
@@ -243,46 +344,54 @@ cdef inline bint _invisible(unsigned int cp) noexcept:
 cdef int _normalised(Out* out, const unsigned char* s, bint marks) except -1:
     """Appends ``s`` with ``text.normalise_space``'s rules, a leading space dropped (what
     ``clean_text`` and the span rendering do), a trailing one kept until the end. Returns 1
-    when ``marks`` is set and ``s`` holds a reference marker (dropped), else 0."""
-    cdef size_t i = 0, width
+    when ``marks`` is set and ``s`` holds a reference marker (dropped), else 0.
+
+    The output never outgrows the input (a space or a character for each), so room is made
+    once."""
+    cdef size_t i = 0, width, n = _strlen(s)
     cdef int found = 0
     cdef unsigned char c
     cdef unsigned int cp
-    while True:
+    _reserve(out, n)
+    cdef char* data = out.data
+    cdef size_t size = out.size
+    cdef Py_ssize_t chars = out.chars
+    cdef bint space = out.space
+    while i < n:
         c = s[i]
-        if c == 0:
-            return found
         if c < 0x80:
             if c == 32 or c == 10 or c == 9 or c == 13 or c == 11 or c == 12:
-                if not out.space:
-                    _reserve(out, 1)
-                    out.data[out.size] = 32
-                    out.size += 1
-                    out.chars += 1
-                    out.space = True
+                if not space:
+                    data[size] = 32
+                    size += 1
+                    chars += 1
+                    space = True
             else:
-                _reserve(out, 1)
-                out.data[out.size] = c
-                out.size += 1
-                out.chars += 1
-                out.space = False
+                data[size] = c
+                size += 1
+                chars += 1
+                space = False
             i += 1
             continue
         cp = _code_point(s + i, &width)
+        if i + width > n:  # libxml2 and lxml give valid UTF-8; a cut sequence ends the text
+            break
         if _odd_space(cp):
-            if not out.space:
-                _reserve(out, 1)
-                out.data[out.size] = 32
-                out.size += 1
-                out.chars += 1
-                out.space = True
+            if not space:
+                data[size] = 32
+                size += 1
+                chars += 1
+                space = True
         elif marks and (cp == 0xE000 or cp == 0xE001):
             found = 1
         elif not _invisible(cp):
-            _raw(out, <const char*>(s + i), width)
-            out.chars += 1
-            out.space = False
+            memcpy(data + size, s + i, width)
+            size += width
+            chars += 1
+            space = False
         i += width
+    out.size, out.chars, out.space = size, chars, space
+    return found
 
 
 cdef str _result(Out* out, bint strip):
@@ -300,9 +409,9 @@ cdef class _Renderer:
     """text._Renderer writing into one normalised buffer, with the spans of marked elements."""
 
     cdef Out out
-    cdef set needs
-    cdef object skip  # node addresses
-    cdef dict marks  # node address -> index
+    cdef NodeSet needs
+    cdef NodeSet skip  # or None
+    cdef NodeSet marks  # node -> its index in the marked list; or None
     cdef list opened
     cdef list spans
     cdef _Document doc
@@ -332,17 +441,19 @@ cdef class _Renderer:
         return 0
 
     cdef int open(self, xmlNode* node) except -1:
+        cdef Py_ssize_t index
         if self.marks is not None:
             index = self.marks.get(address(node))
-            if index is not None:
-                self.opened[<Py_ssize_t>index] = self.out.chars
+            if index >= 0:
+                self.opened[index] = self.out.chars
         return 0
 
     cdef int close(self, xmlNode* node) except -1:
+        cdef Py_ssize_t index
         if self.marks is not None:
             index = self.marks.get(address(node))
-            if index is not None and self.opened[<Py_ssize_t>index] is not None:
-                self.spans[<Py_ssize_t>index] = (self.opened[<Py_ssize_t>index], self.out.chars)
+            if index >= 0 and self.opened[index] is not None:
+                self.spans[index] = (self.opened[index], self.out.chars)
         return 0
 
     cdef int plain(self, xmlNode* el) except -1:
@@ -394,7 +505,7 @@ cdef class _Renderer:
         cdef xmlNode* chosen
         cdef int kind
         self.open(el)
-        if address(el) not in self.needs and not kind_of(el) & CONTAINER:
+        if self.needs.get(address(el)) < 0 and not kind_of(el) & CONTAINER:
             return self.plain(el)
         child = el.children
         while child != NULL:
@@ -402,7 +513,7 @@ cdef class _Renderer:
                 self.text(child)
             elif is_element(child):
                 kind = kind_of(child)
-                if kind & FLOAT or (self.skip and address(child) in self.skip):
+                if kind & FLOAT or (self.skip is not None and self.skip.get(address(child)) >= 0):
                     pass
                 elif kind & SPACED:
                     self.space()
@@ -424,31 +535,35 @@ cdef class _Renderer:
         return 0
 
 
-cdef _Renderer _renderer(_Element el, object needs, object skip):
-    from ray_jobs.pmc.text import _tex
-
+cdef _Renderer _renderer(_Element el, NodeSet needs, object skip):
+    _take_constants()
     cdef _Renderer r = _Renderer()
+    cdef _Element item
     r.doc = el._doc
     r.tex = _tex
     cdef list skipped = list(skip) if skip else []
-    r.skip = {address((<_Element>s)._c_node) for s in skipped} if skipped else None
+    if skipped:
+        r.skip = NodeSet()
+        for item in skipped:
+            r.skip.put(address(item._c_node), 0)
     r.needs = _local_structure(el._c_node, skipped) if needs is None else needs
     return r
 
 
-def element_text(_Element el, skip=(), needs=None):
+def element_text(_Element el, skip=(), NodeSet needs=None):
     """``text.element_text``: the element's text as a reader sees it, normalised, stripped."""
     cdef _Renderer r
     if kind_of(el._c_node) & TEX_MATH:
-        from ray_jobs.pmc.text import _tex, clean_text
+        from ray_jobs.pmc.text import clean_text
 
+        _take_constants()
         return clean_text(_tex(el))
     r = _renderer(el, needs, skip)
     r.content(el._c_node)
     return _result(&r.out, True)
 
 
-def text_with_spans(_Element block, marked, needs=None):
+def text_with_spans(_Element block, marked, NodeSet needs=None):
     """``text.python_text_with_spans``: the block's text and each marked element's span in it
     (None where its text is not part of the block's).
 
@@ -458,14 +573,14 @@ def text_with_spans(_Element block, marked, needs=None):
     articles hardly ever take that path."""
     cdef _Renderer r = _renderer(block, needs, ())
     cdef Py_ssize_t i, n = len(marked)
-    r.marks = {address((<_Element>marked[i])._c_node): i for i in range(n)}
+    r.marks = NodeSet()
+    for i in range(n):
+        r.marks.put(address((<_Element>marked[i])._c_node), i)
     r.opened = [None] * n
     r.spans = [None] * n
     r.content(block._c_node)
     if r.foreign or None in r.spans:
-        from ray_jobs.pmc.text import python_text_with_spans
-
-        return python_text_with_spans(block, marked)
+        return _python_text_with_spans(block, marked)
     return _result(&r.out, True), r.spans
 
 
@@ -504,11 +619,6 @@ def separated_text(_Element scope):
         free(out.data)
 
 
-cdef inline size_t _strlen(const_xmlChar* s) noexcept:
-    cdef size_t n = 0
-    while s[n] != 0:
-        n += 1
-    return n
 
 
 def structure_index(_Element root):
@@ -520,16 +630,19 @@ def structure_index(_Element root):
 
 cdef frozenset _ABBREVIATIONS, _BEFORE_NUMBER, _NAME_LINKS
 cdef str _OPENERS, _BRACKETING
+cdef object _tex, _python_text_with_spans
 
 
 cdef int _take_constants() except -1:
-    """text's word lists, read once (text imports this module at its end)."""
-    global _ABBREVIATIONS, _BEFORE_NUMBER, _NAME_LINKS, _OPENERS, _BRACKETING
+    """What this module takes from text, read once (text imports this module at its end)."""
+    global _ABBREVIATIONS, _BEFORE_NUMBER, _NAME_LINKS, _OPENERS, _BRACKETING, _tex
+    global _python_text_with_spans
     if _ABBREVIATIONS is None:
         from ray_jobs.pmc import text
 
         _BEFORE_NUMBER, _NAME_LINKS = text._BEFORE_NUMBER, text._NAME_LINKS
         _OPENERS, _BRACKETING = text._OPENERS, text._BRACKETING
+        _tex, _python_text_with_spans = text._tex, text.python_text_with_spans
         _ABBREVIATIONS = text._ABBREVIATIONS
     return 0
 
@@ -752,3 +865,165 @@ cdef void* _grown(void* block, Py_ssize_t count) except NULL:
     if grown == NULL:
         raise MemoryError()
     return grown
+
+
+# --- acronyms --------------------------------------------------------------------------------
+# acronyms.py's matcher, the same steps with typed locals and C calls between them. A character
+# taken from a str here is a C code point, so where the Python lower-cases one character (which
+# can give two) this takes a one-character slice instead.
+
+cdef object _DEFINED, _CITATION_TAIL, _CITATION_REST, _ADDRESS_REST, _DIGITS, _WORDS
+cdef object _TOKEN_BREAKS
+cdef frozenset _UNITS, _BRACKETS
+cdef str _BLOCK_END
+
+
+cdef int _take_acronym_constants() except -1:
+    global _DEFINED, _CITATION_TAIL, _CITATION_REST, _ADDRESS_REST, _DIGITS, _WORDS
+    global _TOKEN_BREAKS, _UNITS, _BRACKETS, _BLOCK_END
+    if _DEFINED is None:
+        from ray_jobs.pmc import acronyms as a
+
+        _CITATION_TAIL, _CITATION_REST, _ADDRESS_REST = (
+            a._CITATION_TAIL, a._CITATION_REST, a._ADDRESS_REST
+        )
+        _DIGITS, _WORDS, _TOKEN_BREAKS = a._DIGITS, a._WORDS, a._TOKEN_BREAKS
+        _UNITS, _BRACKETS, _BLOCK_END = a._UNITS, a._BRACKETS, a.BLOCK_END
+        _DEFINED = a._DEFINED
+    return 0
+
+
+cdef inline bint _name_like(str short):
+    return short.isalpha() and short[0].isupper() and short[1:].islower()
+
+
+cdef bint _not_a_definition(str short, str rest):
+    if short in _UNITS:
+        return True
+    if not rest or not _name_like(short):
+        return False
+    return bool(_CITATION_REST.search(rest) or _ADDRESS_REST.match(rest))
+
+
+cdef str _candidate_words(str text_before, str short):
+    cdef str text = (
+        _CITATION_TAIL.sub("", text_before) if "]" in text_before[-8:] else text_before
+    )
+    cdef Py_ssize_t cut = max(
+        text.rfind("("), text.rfind(")"), text.rfind("["), text.rfind("]"), text.rfind("{"),
+        text.rfind("}"), text.rfind(". "), text.rfind("; "), text.rfind(": "),
+        text.rfind(_BLOCK_END),
+    )
+    cdef list words = text[cut + 1 :].split()
+    return " ".join(words[-min(len(short) + 5, len(short) * 2) :]).rstrip(",;:")
+
+
+cdef object _initials_long_form(str short, str candidate):
+    cdef str low = short.lower()
+    cdef str letters = low if low.isalpha() else "".join([c for c in low if c.isalpha()])
+    cdef list words = candidate.split()
+    cdef str initials = "", parts = "", word, first
+    cdef Py_ssize_t take
+    for take in range(1, min(len(words), len(letters)) + 1):
+        word = words[-take]
+        first = word[:1].lower()
+        initials = first + initials
+        if "-" in word:
+            parts = "".join([p[0] for p in word.split("-") if p and p[0].isalpha()]).lower() + parts
+        elif word[0].isalpha():
+            parts = first + parts
+        if initials == letters or parts == letters:
+            return " ".join(words[-take:])
+        if not (letters.endswith(initials) or letters.endswith(parts)):
+            return None
+    return None
+
+
+cdef object _best_long_form(str short, str candidate):
+    cdef str low = candidate.lower(), c, long_form
+    cdef Py_ssize_t i = len(low) - 1, s, start
+    cdef list matched = []
+    for s in range(len(short) - 1, -1, -1):
+        c = short[s : s + 1].lower()
+        if not c.isalnum():
+            continue
+        i = low.rfind(c, 0, i + 1)
+        while s == 0 and i > 0 and low[i - 1].isalnum():
+            i = low.rfind(c, 0, i)
+        if i < 0:
+            return None
+        matched.append(i)
+        i -= 1
+    start = candidate.rfind(" ", 0, i + 1) + 1
+    long_form = candidate[start:].strip()
+    if len(long_form) <= len(short) or short.lower() in long_form.lower().split():
+        return None
+    hit = {candidate.rfind(" ", 0, j) for j in matched}
+    if len(candidate[start:].split()) - len(hit) > max(2, len(matched) - 1):
+        return None
+    return long_form
+
+
+cdef bint _plausible(str short, str long_form):
+    if _BRACKETS.intersection(long_form):
+        return False
+    cdef Py_ssize_t capitals = sum([1 for c in short if c.isupper()])
+    if capitals <= 2:
+        return True
+    cdef Py_ssize_t tokens = len(_TOKEN_BREAKS.split(long_form.strip()))
+    return tokens >= capitals - 1 or (tokens == 1 and len(long_form) >= 3 * len(short))
+
+
+cdef bint _acceptable(str short, str long_form):
+    if short.lower() in _WORDS.findall(long_form.lower()):
+        return False
+    if short in long_form and sum([1 for c in short if c.isupper()]) >= 2:
+        return False
+    cdef list digits = _DIGITS.findall(short), needed
+    cdef Py_ssize_t letters
+    if digits:
+        letters = sum([1 for c in short if c.isalpha()])
+        tail = _DIGITS.search(short + "\x00", len(short.rstrip("0123456789")))
+        relaxed = letters >= 2 and tail is not None and len(tail.group()) <= 2
+        needed = digits[:-1] if relaxed and short[-1].isdigit() else digits
+        for d in needed:
+            if d not in long_form:
+                return False
+    if _name_like(short):
+        return len(short) <= 4 and len(long_form.split()) <= 2
+    return True
+
+
+cdef object _long_form_for(str short, str candidate):
+    found = _initials_long_form(short, candidate) or _best_long_form(short, candidate)
+    if not found:
+        return None
+    found = " ".join(found.split())
+    return found if _plausible(short, found) and _acceptable(short, found) else None
+
+
+def find_definitions(str text):
+    """``acronyms.python_find_definitions``: in-text definitions, short form -> long form."""
+    _take_acronym_constants()
+    cdef dict found = {}
+    cdef set tried = set()
+    cdef str short, before
+    cdef Py_ssize_t start
+    for m in _DEFINED.finditer(text):
+        short, start = m.group(1), m.start()
+        if not start or not text[start - 1].isspace() or short in tried:
+            continue
+        tried.add(short)
+        if short.lower() == short:
+            continue
+        if (_name_like(short) and len(short) > 4) or _not_a_definition(
+            short, m.group(0)[len(short) + 1 : -1]
+        ):
+            continue
+        before = _candidate_words(text[max(0, start - 200) : start], short)
+        if not before or " " + short[:1].lower() not in " " + before.lower().replace("-", " "):
+            continue
+        long_form = _long_form_for(short, before)
+        if long_form:
+            found[short] = long_form
+    return found

@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from ray_jobs.pmc.text import C_WALKS
+
 # "long form (SF)" / "long form (SF; ...)". The pattern starts with a literal, which lets the
 # regex engine skip ahead instead of trying every position of a long body.
 _DEFINED = re.compile(
@@ -188,7 +190,7 @@ def _not_a_definition(short: str, rest: str) -> bool:
     return bool(_CITATION_REST.search(rest) or _ADDRESS_REST.match(rest))
 
 
-def find_definitions(text: str) -> dict[str, str]:
+def python_find_definitions(text: str) -> dict[str, str]:
     """In-text definitions in one passage, short form → long form.
 
     Only the first parenthesised use of a short form is tried: that is where authors define it,
@@ -228,3 +230,8 @@ def merge_acronyms(*sources: Iterable[tuple[str, str]]) -> dict[str, str]:
             if short and long_form and short not in merged:
                 merged[short] = long_form
     return merged
+
+
+# The matcher above is the specification of the C one (``_ctext.find_definitions``, the same
+# steps with typed locals; the tests compare them) and its fallback.
+find_definitions = C_WALKS.find_definitions if C_WALKS is not None else python_find_definitions
