@@ -367,3 +367,19 @@ def test_find_definitions_match_the_python_matcher(jats_dir: Path) -> None:
         assert ours == acronyms.python_find_definitions(passage), passage[:200]
         found += len(ours)
     assert found > 500  # the comparison covers definitions found, not only refusals
+
+
+SOUP = "aZ É ß İ ² ٣ Ⅻ _ - / + . & ; , ( ) ( ) ( )   x1 Q TNF mRNA ǅ ʰ 𝐀 \u2029 \xa0".split(" ")
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_definition_candidates_are_the_regular_expressions_matches(seed: int) -> None:
+    from ray_jobs.pmc import acronyms
+
+    rng = random.Random(seed)
+    pieces = [rng.choice(SOUP) + rng.choice(("", "", " ", "(")) for _ in range(rng.randint(0, 400))]
+    if rng.random() < 0.3:  # long runs inside the parentheses
+        pieces.append("(" + "A" * rng.randint(8, 12) + rng.choice((")", "; x)", ",(")))
+    passage = "".join(pieces)
+    want = [(m.start(), m.group(1), m.end()) for m in acronyms._DEFINED.finditer(passage)]
+    assert C.definition_candidates(passage) == want, passage

@@ -11,7 +11,10 @@ times the bare parse, these a fraction of it.
 """
 
 from cpython.unicode cimport (
+    Py_UNICODE_ISALNUM,
+    Py_UNICODE_ISDECIMAL,
     PyUnicode_DATA,
+    PyUnicode_FindChar,
     PyUnicode_DecodeUTF8,
     PyUnicode_KIND,
     PyUnicode_READ,
@@ -48,6 +51,7 @@ cdef enum:
     SEPARATED = 256  # jats._SEPARATED_BLOCKS (no namespace only)
     FIG = 512
     XREF = 1024
+    MENTION = 2048  # jats._MENTION_BLOCKS | jats._MENTION_STOPS (no namespace only)
 
 cdef dict _KINDS = {}
 
@@ -70,6 +74,9 @@ _add("graphic inline-graphic media", GRAPHIC)
 _add("p title td th label list-item term def", SEPARATED)
 _add("fig", FIG)
 _add("xref", XREF)
+_add("p title label term def disp-quote disp-formula td th attrib caption fig fig-group table-wrap "
+     "table-wrap-group supplementary-material boxed-text graphic media object-id inline-graphic",
+     MENTION)
 
 # The table as C arrays, sorted, with the range of names that start with each byte: a lookup
 # is a few byte comparisons, no Python object.
@@ -1002,28 +1009,191 @@ cdef object _long_form_for(str short, str candidate):
     return found if _plausible(short, found) and _acceptable(short, found) else None
 
 
+cdef inline bint _token_char(Py_UCS4 c) noexcept:
+    """``[\\w\\-/+.&]`` (re's \\w: alphanumeric or the underscore)."""
+    return Py_UNICODE_ISALNUM(c) or c == u"_" or c == u"-" or c == u"/" or c == u"+" or (
+        c == u"." or c == u"&"
+    )
+
+
+cdef inline bint _capital_like(Py_UCS4 c) noexcept:
+    """``[^\\W\\d_a-z]``: a word character that is not a digit, the underscore or a-z."""
+    return Py_UNICODE_ISALNUM(c) and not Py_UNICODE_ISDECIMAL(c) and not (u"a" <= c <= u"z")
+
+
+cdef Py_ssize_t _defined_at(str text, Py_ssize_t p, Py_ssize_t n, Py_ssize_t* short_end) noexcept:
+    """``acronyms._DEFINED`` matched at the parenthesis at ``p``: the match's end (and the short
+    form's in ``short_end``), or -1. The pattern has one way to match at each position, so
+    this follows it without backtracking: a run of 2 to 10 short-form characters, the first
+    alphanumeric, a capital-like one among them, then ")" or "; ..." / ", ..." and ")" within
+    110 characters holding no parenthesis."""
+    cdef unsigned int kind = PyUnicode_KIND(text)
+    cdef void* data = PyUnicode_DATA(text)
+    cdef Py_ssize_t q = p + 1, run, r, limit
+    cdef bint capital = False
+    cdef Py_UCS4 c
+    if q >= n:
+        return -1
+    c = PyUnicode_READ(kind, data, q)
+    if not Py_UNICODE_ISALNUM(c):  # [^\\W_]: a word character, not the underscore
+        return -1
+    while q < n and q - p <= 10:
+        c = PyUnicode_READ(kind, data, q)
+        if not _token_char(c):
+            break
+        capital = capital or _capital_like(c)
+        q += 1
+    run = q - p - 1
+    if run < 2 or run > 10 or not capital or q >= n:
+        return -1
+    c = PyUnicode_READ(kind, data, q)
+    if q < n and _token_char(c):  # the run goes on past ten characters
+        return -1
+    short_end[0] = q
+    if c == u")":
+        return q + 1
+    if c != u";" and c != u",":
+        return -1
+    r = q + 1
+    limit = min(n, r + 110)
+    while r < limit:
+        c = PyUnicode_READ(kind, data, r)
+        if c == u"(" or c == u")":
+            break
+        r += 1
+    if r < n and PyUnicode_READ(kind, data, r) == u")":
+        return r + 1
+    return -1
+
+
 def find_definitions(str text):
-    """``acronyms.python_find_definitions``: in-text definitions, short form -> long form."""
+    """``acronyms.python_find_definitions``: in-text definitions, short form -> long form.
+    The candidates (``acronyms._DEFINED``) are found by a C scan between the parentheses."""
     _take_acronym_constants()
     cdef dict found = {}
     cdef set tried = set()
     cdef str short, before
-    cdef Py_ssize_t start
-    for m in _DEFINED.finditer(text):
-        short, start = m.group(1), m.start()
+    cdef Py_ssize_t start = 0, end, short_end, n = len(text)
+    while True:
+        start = PyUnicode_FindChar(text, u"(", start, n, 1)
+        if start < 0:
+            break
+        end = _defined_at(text, start, n, &short_end)
+        if end < 0:
+            start += 1
+            continue
+        short = text[start + 1 : short_end]
         if not start or not text[start - 1].isspace() or short in tried:
+            start = end
             continue
         tried.add(short)
-        if short.lower() == short:
-            continue
-        if (_name_like(short) and len(short) > 4) or _not_a_definition(
-            short, m.group(0)[len(short) + 1 : -1]
+        if short.lower() == short or (_name_like(short) and len(short) > 4) or (
+            _not_a_definition(short, text[short_end : end - 1])
         ):
+            start = end
             continue
         before = _candidate_words(text[max(0, start - 200) : start], short)
-        if not before or " " + short[:1].lower() not in " " + before.lower().replace("-", " "):
-            continue
-        long_form = _long_form_for(short, before)
-        if long_form:
-            found[short] = long_form
+        if before and " " + short[:1].lower() in " " + before.lower().replace("-", " "):
+            long_form = _long_form_for(short, before)
+            if long_form:
+                found[short] = long_form
+        start = end
     return found
+
+
+def definition_candidates(str text):
+    """(start, short form, end) of each ``acronyms._DEFINED`` match, as the scan above finds
+    them: what the tests compare with the regular expression."""
+    cdef list out = []
+    cdef Py_ssize_t start = 0, end, short_end, n = len(text)
+    while True:
+        start = PyUnicode_FindChar(text, u"(", start, n, 1)
+        if start < 0:
+            return out
+        end = _defined_at(text, start, n, &short_end)
+        if end < 0:
+            start += 1
+        else:
+            out.append((start, text[start + 1 : short_end], end))
+            start = end
+
+
+# --- mentions --------------------------------------------------------------------------------
+
+cdef object _Mention, _panel_letters, _letter_tail, _element_text_of
+
+
+cdef int _take_jats() except -1:
+    global _Mention, _panel_letters, _letter_tail, _element_text_of
+    if _Mention is None:
+        from ray_jobs.pmc import jats, records
+
+        _panel_letters, _letter_tail, _element_text_of = (
+            jats.panel_letters, jats._letter_tail, jats._text
+        )
+        _Mention = records.Mention
+    return 0
+
+
+cdef xmlNode* _mention_block(xmlNode* xref) noexcept:
+    """jats._mention_block."""
+    cdef xmlNode* node = xref.parent
+    while node != NULL and is_element(node):
+        if no_namespace(node) and kind_of(node) & MENTION:
+            return node
+        node = node.parent
+    return xref
+
+
+def mentions(list xrefs, fig_numbers, NodeSet needs):
+    """``jats._python_mentions`` (after its cap): figure id -> mentions, each block rendered
+    once with its references marked and its sentences found by one scan."""
+    _take_constants()
+    _take_jats()
+    cdef NodeSet block_of = NodeSet()  # a reference's parent -> its block
+    cdef dict by_block = {}  # block address -> [block, references]
+    cdef dict out = {}
+    cdef _Element xref
+    cdef xmlNode* block
+    cdef Py_ssize_t known
+    cdef list group, found
+    cdef str paragraph, ref_text, sentence
+    for xref in xrefs:
+        known = block_of.get(address(xref._c_node.parent))
+        if known < 0:
+            block = _mention_block(xref._c_node)
+            block_of.put(address(xref._c_node.parent), <Py_ssize_t>block)
+        else:
+            block = <xmlNode*>known
+        entry = by_block.get(address(block))
+        if entry is None:
+            by_block[address(block)] = [
+                xref if block == xref._c_node else elementFactory(xref._doc, block), [xref]
+            ]
+        else:
+            (<list>(<list>entry)[1]).append(xref)
+    for block_el, group in by_block.values():
+        paragraph, spans = text_with_spans(block_el, group, needs)
+        sentences = Sentences(paragraph, spans)
+        for xref, span in zip(group, spans):
+            if span is not None and span[1] > span[0]:
+                ref_text = paragraph[<Py_ssize_t>span[0] : <Py_ssize_t>span[1]].strip()
+                sentence = (<Sentences>sentences).at(span[0])
+            else:
+                ref_text, sentence = _element_text_of(xref, needs), paragraph
+            for rid in xref.get("rid", "").split():
+                if rid not in fig_numbers:
+                    continue
+                tail = xref.tail
+                panels = _panel_letters(
+                    ref_text + _letter_tail(tail) if tail else ref_text, fig_numbers[rid]
+                )
+                mention = _Mention(
+                    rid=rid, text=ref_text, sentence=sentence, paragraph=paragraph, panels=panels
+                )
+                found = out.get(rid)
+                if found is None:
+                    out[rid] = [mention]
+                else:
+                    found.append(mention)
+    return out

@@ -253,6 +253,17 @@ def _mentions(
             "too_many_figure_refs",
             f"more than {max_refs} figure references: refused, not a real article",
         )
+    if C_WALKS is not None:
+        return C_WALKS.mentions(xrefs, fig_numbers, needs)
+    return _python_mentions(xrefs, fig_numbers, needs)
+
+
+def _python_mentions(
+    xrefs: list[etree._Element],
+    fig_numbers: Mapping[str, str | None],
+    needs: Collection[etree._Element],
+) -> dict[str, list]:
+    """:func:`_mentions` in Python after its cap: the specification of ``_ctext.mentions``."""
     by_block: dict[etree._Element, list[etree._Element]] = {}
     block_of: dict[etree._Element | None, etree._Element] = {}
     for xref in xrefs:
