@@ -38,6 +38,22 @@ def test_the_c_walks_are_built_and_used() -> None:
     assert etree.__version__ == C.COMPILED_LXML
 
 
+def test_the_c_tag_table_is_the_python_tag_sets() -> None:
+    table = C.tag_table()
+
+    def having(kind: str) -> set[str]:
+        return {tag for tag, kinds in table.items() if kind in kinds}
+
+    assert having("block") == text.BLOCK_TAGS and having("float") == text.FLOAT_TAGS
+    assert having("spaced") == text._SPACED_TAGS and having("container") == text._CONTAINERS
+    assert having("nested") == set(text.NESTED_TAGS) and having("graphic") == text._GRAPHIC_TAGS
+    assert having("alternatives") == {"alternatives"} and having("tex-math") == {"tex-math"}
+    assert having("separated") == set(jats._SEPARATED_BLOCKS)
+    assert having("mention") == jats._MENTION_BLOCKS | jats._MENTION_STOPS
+    assert having("fig") == {"fig"} and having("xref") == {"xref"}
+    assert set(jats._SCAN_TAGS) == having("nested") | having("xref")
+
+
 # --- random trees ----------------------------------------------------------------------------
 
 WORDS = (

@@ -1197,3 +1197,17 @@ def mentions(list xrefs, fig_numbers, NodeSet needs):
                 else:
                     found.append(mention)
     return out
+
+
+def tag_table():
+    """Tag name -> the names of its kinds: the tests compare it with the tag sets of text and
+    jats, which it copies."""
+    cdef dict labels = {
+        BLOCK: "block", FLOAT: "float", SPACED: "spaced", CONTAINER: "container",
+        NESTED: "nested", ALTERNATIVES: "alternatives", TEX_MATH: "tex-math",
+        GRAPHIC: "graphic", SEPARATED: "separated", FIG: "fig", XREF: "xref", MENTION: "mention",
+    }
+    return {
+        (<bytes>name).decode(): {label for flag, label in labels.items() if kind & flag}
+        for name, kind in _KINDS.items()
+    }

@@ -385,8 +385,8 @@ def _glossary(root: etree._Element) -> list[tuple[str, str]]:
 _SEPARATED_BLOCKS = ("p", "title", "td", "th", "label", "list-item", "term", "def")
 # The text of a scope with a paragraph separator (U+2029) after each block, so that a section
 # title or a paragraph never glues onto the next block's first word and a long form never
-# spans two blocks (a table's cells). libxslt writes it in C, one call per scope, without a
-# Python step per block or a change to the tree.
+# spans two blocks (a table's cells). Written in C (``_ctext.separated_text``) or, as its
+# specification, by libxslt: one call per scope, no Python step per block, no change to the tree.
 _BLOCK_PATTERN = "|".join(_SEPARATED_BLOCKS)
 _SEPARATED_XSLT = f"""<xsl:stylesheet version="1.0" xmlns:xsl="http://www.w3.org/1999/XSL/Transform">
 <xsl:output method="text" encoding="UTF-8"/>

@@ -12,6 +12,10 @@ invisible characters (zero-width space, MathML's invisible operators, soft hyphe
 Everything here is linear in the size of its input: the C serialiser renders each subtree that
 holds no structure, each element is visited at most once, and sentence boundaries and reference
 spans are merged in one pass.
+
+The walks also exist in C (``_ctext.pyx``, built at install): there the element text, the
+reference spans and the sentences are written in one pass over libxml2's nodes. The Python here
+is their specification (``tests/test_ctext.py`` compares the two) and their fallback.
 """
 
 from __future__ import annotations
