@@ -1211,3 +1211,31 @@ def tag_table():
         (<bytes>name).decode(): {label for flag, label in labels.items() if kind & flag}
         for name, kind in _KINDS.items()
     }
+
+
+def bold_labels(_Element caption, NodeSet needs):
+    """``jats._bold_labels``: the short bold runs (``bold``, ``b``) of a caption, each once."""
+    _take_constants()
+    cdef dict runs = {}
+    cdef xmlNode* top = caption._c_node
+    cdef xmlNode* node = top
+    cdef _Renderer r
+    cdef str run
+    while node != NULL:
+        if is_element(node):
+            if no_namespace(node) and (
+                strcmp(<const char*>node.name, b"bold") == 0
+                or strcmp(<const char*>node.name, b"b") == 0
+            ):
+                r = _Renderer()
+                r.doc, r.tex = caption._doc, _tex
+                r.needs = _local_structure(node, []) if needs is None else needs
+                r.content(node)
+                run = _result(&r.out, True).strip("().:, ")
+                if run and len(run) <= 4:
+                    runs[run] = None
+            if node.children != NULL:
+                node = node.children
+                continue
+        node = _next_in(node, top)
+    return list(runs)

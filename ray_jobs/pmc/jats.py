@@ -369,6 +369,8 @@ def _bold_labels(caption: etree._Element | None, needs: Collection[etree._Elemen
     """Short bold runs in a caption ("<bold>A</bold>"): evidence that they are panel labels."""
     if caption is None:
         return []
+    if C_WALKS is not None:
+        return C_WALKS.bold_labels(caption, needs)
     runs = (_text(b, needs).strip("().:, ") for b in caption.iter("bold", "b"))
     return list(dict.fromkeys(r for r in runs if r and len(r) <= 4))
 
