@@ -355,7 +355,7 @@ cdef int _normalised(Out* out, const unsigned char* s, bint marks) except -1:
 
     The output never outgrows the input (a space or a character for each), so room is made
     once."""
-    cdef size_t i = 0, width, n = _strlen(s)
+    cdef size_t i = 0, start, width, n = _strlen(s)
     cdef int found = 0
     cdef unsigned char c
     cdef unsigned int cp
@@ -366,6 +366,16 @@ cdef int _normalised(Out* out, const unsigned char* s, bint marks) except -1:
     cdef bint space = out.space
     while i < n:
         c = s[i]
+        if 32 < c < 0x80:  # a run of plain ASCII, copied whole
+            start = i
+            i += 1
+            while i < n and 32 < s[i] < 0x80:
+                i += 1
+            memcpy(data + size, s + start, i - start)
+            size += i - start
+            chars += i - start
+            space = False
+            continue
         if c < 0x80:
             if c == 32 or c == 10 or c == 9 or c == 13 or c == 11 or c == 12:
                 if not space:
@@ -772,6 +782,10 @@ cdef class Sentences:
         cdef Py_UCS4 c
         i = 0
         while i < n:
+            if not every:  # the next period, by CPython's fast search
+                i = PyUnicode_FindChar(text, u".", i, n, 1)
+                if i < 0:
+                    break
             c = PyUnicode_READ(kind, data, i)
             if c == u"." or (every and (c == u"?" or c == u"!")):
                 j = i + 1
