@@ -11,6 +11,10 @@ times the bare parse, these a fraction of it.
 """
 
 from cpython.unicode cimport (
+    Py_UCS1,
+    Py_UCS2,
+    PyUnicode_1BYTE_KIND,
+    PyUnicode_2BYTE_KIND,
     Py_UNICODE_ISALNUM,
     Py_UNICODE_ISDECIMAL,
     PyUnicode_DATA,
@@ -714,6 +718,36 @@ cdef inline bint _capital_or_digit(Py_UCS4 c) noexcept:
     return (u"A" <= c <= u"Z") or (u"0" <= c <= u"9")
 
 
+cdef Py_ssize_t _bracket_change(
+    unsigned int kind, void* data, Py_ssize_t lo, Py_ssize_t hi, bint square
+) noexcept:
+    """Openers less closers in ``[lo, hi)`` ("(" and ")", and "[" and "]" when ``square``); a
+    loop per string kind, so the compiler reads the characters without a switch each."""
+    cdef Py_ssize_t i, change = 0
+    cdef Py_UCS1* one
+    cdef Py_UCS2* two
+    cdef Py_UCS4* four
+    if kind == PyUnicode_1BYTE_KIND:
+        one = <Py_UCS1*>data
+        for i in range(lo, hi):
+            change += (one[i] == 40) - (one[i] == 41)
+            if square:
+                change += (one[i] == 91) - (one[i] == 93)
+    elif kind == PyUnicode_2BYTE_KIND:
+        two = <Py_UCS2*>data
+        for i in range(lo, hi):
+            change += (two[i] == 40) - (two[i] == 41)
+            if square:
+                change += (two[i] == 91) - (two[i] == 93)
+    else:
+        four = <Py_UCS4*>data
+        for i in range(lo, hi):
+            change += (four[i] == 40) - (four[i] == 41)
+            if square:
+                change += (four[i] == 91) - (four[i] == 93)
+    return change
+
+
 cdef Py_ssize_t _bisect_right(Py_ssize_t* values, Py_ssize_t n, Py_ssize_t x) noexcept:
     cdef Py_ssize_t lo = 0, hi = n, mid
     while lo < hi:
@@ -730,7 +764,8 @@ cdef class Sentences:
     ``text._BOUNDARY`` or ``text._PERIOD_BOUNDARY`` match), and judged lazily, each once."""
 
     cdef str _text
-    cdef Py_ssize_t _count, _guards, _floor, _at, _depth
+    cdef Py_ssize_t _count, _guards, _floor
+    cdef Py_ssize_t* _depths  # openers less closers before each candidate
     cdef Py_ssize_t* _starts
     cdef Py_ssize_t* _ends
     cdef signed char* _verdicts
@@ -744,11 +779,13 @@ cdef class Sentences:
 
     def __cinit__(self):
         self._starts = self._ends = self._guard_starts = self._guard_reach = NULL
+        self._depths = NULL
         self._verdicts = NULL
 
     def __dealloc__(self):
         free(self._starts)
         free(self._ends)
+        free(self._depths)
         free(self._verdicts)
         free(self._guard_starts)
         free(self._guard_reach)
@@ -756,7 +793,7 @@ cdef class Sentences:
     def __init__(self, str text, protected=()):
         _take_constants()
         self._text = text
-        self._floor = self._at = self._depth = self.steps = 0
+        self._floor = self.steps = 0
         self._last = None
         self._square = "[" in text or "]" in text
         self._brackets = "(" in text or self._square
@@ -816,28 +853,17 @@ cdef class Sentences:
             i += 1
         self._count = count
         self._verdicts = <signed char*>malloc(count + 1)
-        if self._verdicts == NULL:
+        self._depths = <Py_ssize_t*>malloc((count + 1) * sizeof(Py_ssize_t))
+        if self._verdicts == NULL or self._depths == NULL:
             raise MemoryError()
+        cdef Py_ssize_t depth = 0, at = 0
         for i in range(count):
             self._verdicts[i] = -1
-
-    cdef Py_ssize_t _depth_at(self, Py_ssize_t pos) noexcept:
-        """Openers less closers before ``pos``, counted from the last point asked for."""
-        cdef unsigned int kind = PyUnicode_KIND(self._text)
-        cdef void* data = PyUnicode_DATA(self._text)
-        cdef Py_ssize_t lo, hi, i, change = 0
-        cdef Py_UCS4 c
-        lo, hi = (self._at, pos) if pos >= self._at else (pos, self._at)
-        self.steps += hi - lo
-        for i in range(lo, hi):
-            c = PyUnicode_READ(kind, data, i)
-            if c == u"(" or (self._square and c == u"["):
-                change += 1
-            elif c == u")" or (self._square and c == u"]"):
-                change -= 1
-        self._depth += change if pos >= self._at else -change
-        self._at = pos
-        return self._depth
+            if self._brackets:  # the bracket depth at each candidate, in one forward count
+                depth += _bracket_change(kind, data, at, self._starts[i], self._square)
+                self.steps += self._starts[i] - at
+                at = self._starts[i]
+            self._depths[i] = depth
 
     cdef bint _accepted(self, Py_ssize_t i) except -1:
         cdef Py_ssize_t pos, g
@@ -849,7 +875,7 @@ cdef class Sentences:
             elif not _is_boundary(self._text, pos, self._ends[i]):
                 self._verdicts[i] = 0
             else:
-                self._verdicts[i] = not self._brackets or self._depth_at(pos) <= 0
+                self._verdicts[i] = not self._brackets or self._depths[i] <= 0
         return self._verdicts[i]
 
     def at(self, Py_ssize_t offset):
