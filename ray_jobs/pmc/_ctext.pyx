@@ -305,6 +305,37 @@ cdef struct Out:
     bint space  # the last character written is a space, or nothing is written yet
 
 
+# One output buffer kept between calls: a render asks malloc for nothing, where a buffer of its
+# own (and its growth) was a large request each time, and glibc answers those by first
+# consolidating the small blocks a freed tree leaves. A render that finds it lent (another
+# thread's, while that one runs Python) takes one of its own. Past 4 MiB it is not kept.
+cdef char* _spare = NULL
+cdef size_t _spare_cap = 0
+cdef bint _spare_lent = False
+cdef size_t _SPARE_LIMIT = 4 << 20
+
+
+cdef void _borrow(Out* out) noexcept:
+    global _spare, _spare_cap, _spare_lent
+    out.size, out.chars, out.space = 0, 0, True
+    if _spare_lent:
+        out.data, out.cap = NULL, 0
+    else:
+        out.data, out.cap = _spare, _spare_cap
+        _spare, _spare_cap, _spare_lent = NULL, 0, True
+
+
+cdef void _give_back(Out* out, bint lent) noexcept:
+    global _spare, _spare_cap, _spare_lent
+    if lent and out.cap <= _SPARE_LIMIT:
+        _spare, _spare_cap, _spare_lent = out.data, out.cap, False
+    else:
+        free(out.data)
+        if lent:
+            _spare_lent = False
+    out.data, out.cap = NULL, 0
+
+
 cdef int _reserve(Out* out, size_t more) except -1:
     cdef size_t cap
     cdef char* data
@@ -438,15 +469,14 @@ cdef class _Renderer:
     cdef _Document doc
     cdef object tex
     cdef bint foreign  # the text holds the private-use characters that mark references
+    cdef bint lent  # its buffer is the module's spare
 
     def __cinit__(self):
-        self.out.data = NULL
-        self.out.size = self.out.cap = 0
-        self.out.chars = 0
-        self.out.space = True
+        self.lent = not _spare_lent
+        _borrow(&self.out)
 
     def __dealloc__(self):
-        free(self.out.data)
+        _give_back(&self.out, self.lent)
 
     cdef int text(self, xmlNode* node) except -1:
         if node.content != NULL:
@@ -609,8 +639,8 @@ def separated_text(_Element scope):
     """``jats._separated_text``: every text below ``scope`` as lxml's text serialiser gives
     it, with U+2029 after each of ``jats._SEPARATED_BLOCKS`` (no namespace)."""
     cdef Out out
-    out.data = NULL
-    out.size = out.cap = 0
+    cdef bint lent = not _spare_lent
+    _borrow(&out)
     cdef xmlNode* top = scope._c_node
     cdef xmlNode* node = top.children
     cdef xmlNode* up
@@ -637,7 +667,7 @@ def separated_text(_Element scope):
                 node = NULL
         return PyUnicode_DecodeUTF8(out.data, out.size, NULL) if out.size else ""
     finally:
-        free(out.data)
+        _give_back(&out, lent)
 
 
 
@@ -1272,6 +1302,7 @@ def bold_labels(_Element caption, NodeSet needs):
                 r.needs = _local_structure(node, []) if needs is None else needs
                 r.content(node)
                 run = _result(&r.out, True).strip("().:, ")
+                r = None  # its buffer back to the spare before the next
                 if run and len(run) <= 4:
                     runs[run] = None
             if node.children != NULL:
@@ -1279,3 +1310,141 @@ def bold_labels(_Element caption, NodeSet needs):
                 continue
         node = _next_in(node, top)
     return list(runs)
+
+
+# --- figures ---------------------------------------------------------------------------------
+
+cdef object _Figure, _DOI_ONLY, _resolve_image
+
+
+cdef int _take_figures() except -1:
+    global _Figure, _DOI_ONLY, _resolve_image
+    if _Figure is None:
+        from ray_jobs.pmc import jats, records
+
+        _DOI_ONLY, _resolve_image = jats._DOI_ONLY, jats.resolve_image
+        _Figure = records.Figure
+    return 0
+
+
+cdef inline bint _named(xmlNode* node, const char* name) noexcept:
+    """An element ``name`` in no namespace (what lxml's ``tag == name`` asks)."""
+    return is_element(node) and node.ns == NULL and strcmp(<const char*>node.name, name) == 0
+
+
+cdef str _node_text(_Document doc, xmlNode* node, NodeSet needs):
+    """``jats._text`` of a node: its text as a reader sees it, normalised ("" for none)."""
+    if node == NULL:
+        return ""
+    cdef _Renderer r = _Renderer()
+    r.doc, r.tex = doc, _tex
+    r.needs = _local_structure(node, []) if needs is None else needs
+    r.content(node)
+    return _result(&r.out, True)
+
+
+cdef bint _doi_only(xmlNode* p) except -1:
+    """``jats._doi_paragraphs``' test of one caption paragraph: three children at most (as
+    lxml counts them) and its text, under 200 characters, only a DOI."""
+    cdef Py_ssize_t children = 0
+    cdef xmlNode* child = p.children
+    cdef Out out
+    cdef bint lent = not _spare_lent
+    while child != NULL:
+        if child.type in (
+            tree.XML_ELEMENT_NODE, tree.XML_COMMENT_NODE, tree.XML_PI_NODE,
+            tree.XML_ENTITY_REF_NODE,
+        ):
+            children += 1
+        child = child.next
+    if children > 3:
+        return False
+    _borrow(&out)
+    try:
+        _plain(&out, p)
+        if out.size >= 800:  # 200 characters take at most 800 bytes
+            return False
+        text = PyUnicode_DecodeUTF8(out.data, out.size, NULL) if out.size else ""
+        return len(text) < 200 and "10." in text and _DOI_ONLY.match(text) is not None
+    finally:
+        _give_back(&out, lent)
+
+
+cdef int _plain(Out* out, xmlNode* el) except -1:
+    """Every text below ``el``, as it is (lxml's text serialiser)."""
+    cdef xmlNode* child = el.children
+    while child != NULL:
+        if child.type == tree.XML_TEXT_NODE or child.type == tree.XML_CDATA_SECTION_NODE:
+            if child.content != NULL:
+                _raw(out, <const char*>child.content, _strlen(child.content))
+        elif is_element(child):
+            _plain(out, child)
+        child = child.next
+    return 0
+
+
+def figures(list figs, media, NodeSet needs):
+    """``jats._python_figures``: a Figure for each ``<fig>``."""
+    _take_constants()
+    _take_figures()
+    cdef list out = []
+    cdef _Element fig, skipped
+    cdef xmlNode* node
+    cdef xmlNode* label
+    cdef xmlNode* caption
+    cdef xmlNode* title
+    cdef list hrefs, skip
+    for fig in figs:
+        fig_id = fig.get("id") or f"fig{len(out) + 1}"
+        label = caption = title = NULL
+        node = fig._c_node.children
+        while node != NULL:
+            if label == NULL and _named(node, b"label"):
+                label = node
+            elif caption == NULL and _named(node, b"caption"):
+                caption = node
+            node = node.next
+        if caption != NULL:
+            node = caption.children
+            while node != NULL:
+                if _named(node, b"title"):
+                    title = node
+                    break
+                node = node.next
+        hrefs = []
+        node = fig._c_node.children
+        while node != NULL:  # fig.iter("graphic"): the descendants, in document order
+            if _named(node, b"graphic"):
+                href = attributeValueFromNsName(
+                    node, <const_xmlChar*>b"http://www.w3.org/1999/xlink", <const_xmlChar*>b"href"
+                )
+                if href:
+                    hrefs.append(href)
+            if is_element(node) and node.children != NULL:
+                node = node.children
+                continue
+            node = _next_in(node, fig._c_node)
+        skip = []
+        caption_text = ""
+        bold = []
+        if caption != NULL:
+            node = caption.children
+            while node != NULL:
+                if _named(node, b"p") and _doi_only(node):
+                    skip.append(elementFactory(fig._doc, node))
+                node = node.next
+            caption_el = elementFactory(fig._doc, caption)
+            caption_text = element_text(caption_el, skip, needs)
+            bold = bold_labels(caption_el, needs)
+        out.append(
+            _Figure(
+                id=fig_id,
+                label=_node_text(fig._doc, label, needs) or None,
+                title=_node_text(fig._doc, title, needs) if caption != NULL else None,
+                caption=caption_text,
+                graphics=hrefs,
+                image=_resolve_image(hrefs, media) if media and hrefs else None,
+                bold_labels=bold,
+            )
+        )
+    return out

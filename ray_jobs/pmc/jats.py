@@ -364,8 +364,18 @@ def _doi_paragraphs(caption: etree._Element) -> list[etree._Element]:
 
 
 def _figures(
+    figs: list[etree._Element], media: Mapping[str, str], needs: Collection[etree._Element]
+) -> list[Figure]:
+    """A :class:`Figure` for each ``<fig>``. In C where built (``_ctext.figures``)."""
+    if C_WALKS is not None:
+        return C_WALKS.figures(figs, media, needs)
+    return _python_figures(figs, media, needs)
+
+
+def _python_figures(
     figs: Iterable[etree._Element], media: Mapping[str, str], needs: Collection[etree._Element]
 ) -> list[Figure]:
+    """:func:`_figures` in Python: the specification of ``_ctext.figures``."""
     figures: list[Figure] = []
     for fig in figs:
         fig_id = fig.get("id") or f"fig{len(figures) + 1}"
