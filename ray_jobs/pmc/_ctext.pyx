@@ -1079,16 +1079,24 @@ cdef object _long_form_for(str short, str candidate):
     return found if _plausible(short, found) and _acceptable(short, found) else None
 
 
+cdef inline bint _ascii_alnum(Py_UCS4 c) noexcept:
+    return (u"a" <= c <= u"z") or (u"A" <= c <= u"Z") or (u"0" <= c <= u"9")
+
+
 cdef inline bint _token_char(Py_UCS4 c) noexcept:
     """``[\\w\\-/+.&]`` (re's \\w: alphanumeric or the underscore)."""
-    return Py_UNICODE_ISALNUM(c) or c == u"_" or c == u"-" or c == u"/" or c == u"+" or (
-        c == u"." or c == u"&"
-    )
+    if c < 128:
+        return _ascii_alnum(c) or c == u"_" or c == u"-" or c == u"/" or c == u"+" or (
+            c == u"." or c == u"&"
+        )
+    return Py_UNICODE_ISALNUM(c)
 
 
 cdef inline bint _capital_like(Py_UCS4 c) noexcept:
     """``[^\\W\\d_a-z]``: a word character that is not a digit, the underscore or a-z."""
-    return Py_UNICODE_ISALNUM(c) and not Py_UNICODE_ISDECIMAL(c) and not (u"a" <= c <= u"z")
+    if c < 128:
+        return u"A" <= c <= u"Z"
+    return Py_UNICODE_ISALNUM(c) and not Py_UNICODE_ISDECIMAL(c)
 
 
 cdef Py_ssize_t _defined_at(str text, Py_ssize_t p, Py_ssize_t n, Py_ssize_t* short_end) noexcept:
@@ -1105,7 +1113,7 @@ cdef Py_ssize_t _defined_at(str text, Py_ssize_t p, Py_ssize_t n, Py_ssize_t* sh
     if q >= n:
         return -1
     c = PyUnicode_READ(kind, data, q)
-    if not Py_UNICODE_ISALNUM(c):  # [^\\W_]: a word character, not the underscore
+    if not (_ascii_alnum(c) if c < 128 else Py_UNICODE_ISALNUM(c)):  # [^\\W_]
         return -1
     while q < n and q - p <= 10:
         c = PyUnicode_READ(kind, data, q)
@@ -1255,8 +1263,10 @@ def mentions(list xrefs, fig_numbers, NodeSet needs):
                 if rid not in fig_numbers:
                     continue
                 tail = xref.tail
+                # jats._letter_tail reads letters only where the tail starts with one
+                glued = tail and tail[0] < u"\x80" and tail[0].isalpha()
                 panels = _panel_letters(
-                    ref_text + _letter_tail(tail) if tail else ref_text, fig_numbers[rid]
+                    ref_text + _letter_tail(tail) if glued else ref_text, fig_numbers[rid]
                 )
                 mention = _Mention(
                     rid=rid, text=ref_text, sentence=sentence, paragraph=paragraph, panels=panels
