@@ -85,6 +85,7 @@ _add("p title label term def disp-quote disp-formula td th attrib caption fig fi
 # The table as C arrays, sorted, with the range of names that start with each byte: a lookup
 # is a few byte comparisons, no Python object.
 cdef list _NAMES = sorted(_KINDS)
+assert len(_NAMES) <= 64 and all(_name for _name in _NAMES)
 cdef const char* _NAME_AT[64]
 cdef int _KIND_AT[64]
 cdef int _FROM[256]
@@ -224,7 +225,7 @@ cdef inline bint _attribute_is(xmlNode* node, const char* name, const char* valu
     while attr != NULL:
         if attr.ns == NULL and strcmp(<const char*>attr.name, name) == 0:
             if attr.children != NULL and attr.children.next == NULL and (
-                attr.children.type == tree.XML_TEXT_NODE
+                attr.children.type == tree.XML_TEXT_NODE and attr.children.content != NULL
             ):
                 text = <const char*>attr.children.content
                 return (text[0] != 0) if value[0] == 0 else strcmp(text, value) == 0
@@ -358,15 +359,18 @@ cdef int _raw(Out* out, const char* text, size_t n) except -1:
     return 0
 
 
-cdef inline unsigned int _code_point(const unsigned char* s, size_t* width) noexcept:
+cdef inline unsigned int _code_point(const unsigned char* s, size_t left, size_t* width) noexcept:
+    """The code point that starts at ``s`` and its width in bytes; a sequence cut short by
+    the end (``left`` bytes remain) reads as width ``left + 1``, which the caller stops at."""
     cdef unsigned char c = s[0]
+    width[0] = 2 if c < 0xE0 else (3 if c < 0xF0 else 4)
+    if width[0] > left:
+        width[0] = left + 1
+        return 0
     if c < 0xE0:
-        width[0] = 2
         return ((c & 0x1F) << 6) | (s[1] & 0x3F)
     if c < 0xF0:
-        width[0] = 3
         return ((c & 0x0F) << 12) | ((s[1] & 0x3F) << 6) | (s[2] & 0x3F)
-    width[0] = 4
     return ((c & 0x07) << 18) | ((s[1] & 0x3F) << 12) | ((s[2] & 0x3F) << 6) | (s[3] & 0x3F)
 
 
@@ -425,7 +429,7 @@ cdef int _normalised(Out* out, const unsigned char* s, bint marks) except -1:
                 space = False
             i += 1
             continue
-        cp = _code_point(s + i, &width)
+        cp = _code_point(s + i, n - i, &width)
         if i + width > n:  # libxml2 and lxml give valid UTF-8; a cut sequence ends the text
             break
         if _odd_space(cp):
@@ -536,6 +540,7 @@ cdef class _Renderer:
             if is_element(child):
                 if (
                     child.ns != NULL
+                    and child.ns.href != NULL
                     and strcmp(<const char*>child.name, b"math") == 0
                     and strcmp(<const char*>child.ns.href, b"http://www.w3.org/1998/Math/MathML")
                     == 0
@@ -602,7 +607,8 @@ cdef _Renderer _renderer(_Element el, NodeSet needs, object skip):
 
 
 def element_text(_Element el, skip=(), NodeSet needs=None):
-    """``text.element_text``: the element's text as a reader sees it, normalised, stripped."""
+    """``text.python_element_text``: the element's text as a reader sees it, normalised and
+    stripped."""
     cdef _Renderer r
     if kind_of(el._c_node) & TEX_MATH:
         from ray_jobs.pmc.text import clean_text
