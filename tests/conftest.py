@@ -39,9 +39,10 @@ def isolate_user_state() -> Path:
     """Per-user state of the tools under test goes to this session's own folder, never the
     home folder: Ray's auth token (made here, as a fresh machine has none), ultralytics' and
     matplotlib's config, torch's, Hugging Face's and mlcroissant's caches. What a developer's
-    shell exports for Ray, ultralytics or pmcvl does not steer the tests either."""
+    shell exports for Ray, ultralytics or pmcvl does not steer the tests either, except where
+    the data is and ``PMCVL_PURE_PYTHON`` (run the parser's Python walks, not the C ones)."""
     for name in [n for n in os.environ if n.startswith(("RAY_", "YOLO_", "PMCVL_"))]:
-        if name != "PMCVL_SHARED_DATA":
+        if name not in ("PMCVL_SHARED_DATA", "PMCVL_PURE_PYTHON"):
             del os.environ[name]
     state = Path(tempfile.mkdtemp(prefix="pmcvl-test-state-"))
     atexit.register(shutil.rmtree, state, ignore_errors=True)

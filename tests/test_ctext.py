@@ -327,6 +327,21 @@ def test_whole_articles_match_a_parse_with_the_python_walks(jats_dir: Path, tmp_
     assert sum(bool(a["acronyms"]) for a in random_ones) > 20
 
 
+def test_the_python_walks_pass_the_parser_tests() -> None:
+    """The fallback is the specification: the parser's own tests pass on it too."""
+    files = ["tests/test_jats_defects.py", "tests/test_jats_real.py", "tests/test_text.py"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *files],
+        env={**os.environ, "PMCVL_PURE_PYTHON": "1"},
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert " passed" in proc.stdout and " failed" not in proc.stdout
+
+
 def test_deep_and_wide_trees_are_walked_safely() -> None:
     """The deepest tree the parser accepts, a paragraph of 200k references and a 4 MB text
     node: the C walks give the Python walks' results (no crash, no overflow)."""
