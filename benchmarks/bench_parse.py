@@ -8,7 +8,7 @@ pubmed_parser runs ``parse_pubmed_xml`` (metadata, abstract), ``parse_pubmed_cap
 (figures) and ``parse_pubmed_paragraph`` (paragraphs with their reference ids, its nearest
 equivalent of figure mentions), as a user of it must; the floor is ``lxml.etree.fromstring``
 alone. Each cell is the best of ``--repeats`` passes, the tools taking turns. Run with
-``make bench``.
+``make bench``; ``PMCVL_PURE_PYTHON=1`` measures the parser's Python walks instead of the C ones.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from lxml import etree
 
 from ray_jobs.pmc.jats import parse_article
 from ray_jobs.pmc.sample_corpus import generate_article
+from ray_jobs.pmc.text import C_WALKS
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -161,6 +162,8 @@ def main() -> None:
             "pmcvl speed ×: the tool's time over pmcvl's (above 1: pmcvl is faster; below 1:"
             " pmcvl is that fraction of the tool's speed)."
         )
+        walks = "C (ray_jobs.pmc._ctext)" if C_WALKS is not None else "Python (the fallback)"
+        print(f"pmcvl's tree walks: {walks}; PMCVL_PURE_PYTHON=1 measures the Python ones.")
 
 
 if __name__ == "__main__":
