@@ -11,10 +11,6 @@ times the bare parse, these a fraction of it.
 """
 
 from cpython.unicode cimport (
-    Py_UCS1,
-    Py_UCS2,
-    PyUnicode_1BYTE_KIND,
-    PyUnicode_2BYTE_KIND,
     Py_UNICODE_ISALNUM,
     Py_UNICODE_ISDECIMAL,
     PyUnicode_DATA,
@@ -757,30 +753,14 @@ cdef inline bint _capital_or_digit(Py_UCS4 c) noexcept:
 cdef Py_ssize_t _bracket_change(
     unsigned int kind, void* data, Py_ssize_t lo, Py_ssize_t hi, bint square
 ) noexcept:
-    """Openers less closers in ``[lo, hi)`` ("(" and ")", and "[" and "]" when ``square``); a
-    loop per string kind, so the compiler reads the characters without a switch each."""
+    """Openers less closers in ``[lo, hi)``: "(" and ")", and "[" and "]" when ``square``."""
     cdef Py_ssize_t i, change = 0
-    cdef Py_UCS1* one
-    cdef Py_UCS2* two
-    cdef Py_UCS4* four
-    if kind == PyUnicode_1BYTE_KIND:
-        one = <Py_UCS1*>data
-        for i in range(lo, hi):
-            change += (one[i] == 40) - (one[i] == 41)
-            if square:
-                change += (one[i] == 91) - (one[i] == 93)
-    elif kind == PyUnicode_2BYTE_KIND:
-        two = <Py_UCS2*>data
-        for i in range(lo, hi):
-            change += (two[i] == 40) - (two[i] == 41)
-            if square:
-                change += (two[i] == 91) - (two[i] == 93)
-    else:
-        four = <Py_UCS4*>data
-        for i in range(lo, hi):
-            change += (four[i] == 40) - (four[i] == 41)
-            if square:
-                change += (four[i] == 91) - (four[i] == 93)
+    cdef Py_UCS4 c
+    for i in range(lo, hi):
+        c = PyUnicode_READ(kind, data, i)
+        change += (c == 40) - (c == 41)
+        if square:
+            change += (c == 91) - (c == 93)
     return change
 
 
