@@ -110,15 +110,17 @@ def letters(n: int) -> None:
         print(f"no label reader at {DEFAULT_WEIGHTS}\n")
         return
     reader = LabelReader()
-    print(f"{'label set':<44} {'labels':>7} {'accuracy':>9} {'labels/s':>9}")
-    for name, items in (
+    print(f"{'label set':<44} {'labels':>7} {'one by one':>11} {'by figure':>10} {'labels/s':>9}")
+    for name, figures in (
         (f"generator seed 99 ({n} figures)", generator_labels(n, 99)),
         (f"family seed 2026 ({n} figures, other fonts)", family_labels(n, 2026)),
     ):
+        alone = letter_accuracy(reader, figures, together=False)
         start = time.perf_counter()
-        acc = letter_accuracy(reader, items)
+        together = letter_accuracy(reader, figures)
         seconds = time.perf_counter() - start
-        print(f"{name:<44} {len(items):>7} {acc:>9.3f} {len(items) / seconds:>9.1f}")
+        labels = sum(len(f.items) for f in figures)
+        print(f"{name:<44} {labels:>7} {alone:>11.3f} {together:>10.3f} {labels / seconds:>9.1f}")
     print()
     pairing(n)
 

@@ -147,6 +147,14 @@ def run(config_path: str | None) -> None:
     help="Share of hard figures (gap-filled plots, textures, gutterless and uneven grids, "
     "insets, titles and legends, scan noise); 0 writes the original mix byte for byte.",
 )
+@click.option(
+    "--nested",
+    type=click.FloatRange(0, 1),
+    default=0.0,
+    show_default=True,
+    help="Share of figures laid out by successive cuts (a tall panel beside a stack, rows of "
+    "thumbnails; up to 16 panels, often gutterless); 0 leaves every figure as it was.",
+)
 def synth(
     out: str,
     count: int,
@@ -155,6 +163,7 @@ def synth(
     workers: int | None,
     max_side: int,
     hard: float,
+    nested: float,
 ) -> None:
     """Write synthetic compound figures as a YOLO dataset plus COCO JSON."""
     from ray_jobs.figures.synth.generate import write_dataset
@@ -168,6 +177,7 @@ def synth(
         workers=workers,
         max_side=max_side,
         hard=hard,
+        nested=nested,
         progress=sys.stderr.isatty(),
     )
     panels = sum(len(f["panels"]) for f in figures)

@@ -15,6 +15,7 @@ from PIL import Image
 from ray_jobs.figures.synth.generate import coco, make_figure, write_dataset, yolo_lines
 from ray_jobs.figures.synth.hard_panels import HARD
 from ray_jobs.figures.synth.labels import SCHEMES, label_text, roman
+from ray_jobs.figures.synth.layout import nested_layout
 
 
 def tree_digest(root: Path) -> dict[str, str]:
@@ -164,3 +165,55 @@ def test_hard_share_is_reproducible_and_zero_changes_nothing(tmp_path: Path) -> 
     hard = [make_figure(4, i, max_side=256, hard=0.5)[1].params["hard"] for i in range(8)]
     assert 0 < sum(hard) < 8
     assert make_figure(4, 1, max_side=256)[0] == make_figure(4, 1, max_side=256, hard=0.0)[0]
+
+
+def test_nested_layouts_tile_the_page_without_overlap() -> None:
+    """Successive cuts: the panels never overlap, stay on the page, respect the gutter and the
+    minimum side, and reach many panels of very different sizes; rows and columns are read
+    top to bottom, then left to right."""
+    counts, spreads = [], []
+    for index in range(60):
+        rng = np.random.default_rng([3, index])
+        margin = int(rng.choice([0, 2, 8]))
+        layout = nested_layout(rng, label_band=0, margin=margin)
+        boxes = layout.boxes
+        assert layout.kind == "nested" and layout.margin == margin
+        for k, (x0, y0, x1, y1) in enumerate(boxes):
+            assert 0 <= x0 < x1 <= layout.width and 0 <= y0 < y1 <= layout.height
+            assert min(x1 - x0, y1 - y0) >= 40
+            for a0, b0, a1, b1 in boxes[k + 1 :]:  # apart by at least the gutter on one axis
+                gap = max(a0 - x1, x0 - a1, b0 - y1, y0 - b1)
+                assert gap >= margin
+        covered = sum((x1 - x0) * (y1 - y0) for x0, y0, x1, y1 in boxes)
+        if margin == 0:  # gutterless: the panels tile the page exactly
+            assert covered == layout.width * layout.height
+        assert sorted(boxes, key=lambda b: (b[1], b[0])) == boxes
+        assert [(layout.row_of[k], layout.col_of[k]) for k in range(len(boxes))] == sorted(
+            zip(layout.row_of, layout.col_of, strict=True)
+        )
+        areas = [(x1 - x0) * (y1 - y0) for x0, y0, x1, y1 in boxes]
+        counts.append(len(boxes))
+        spreads.append(max(areas) / min(areas))
+    assert max(counts) >= 12 and min(counts) <= 4
+    assert max(spreads) >= 8  # a large panel beside small ones
+
+
+def test_nested_share_changes_only_layouts_and_is_reproducible() -> None:
+    """``nested`` draws from its own stream: at 0 a hard figure is what it was, and a nested
+    figure's panels hold drawn content, bytes identical on a second call."""
+    assert (
+        make_figure(9, 2, max_side=256, hard=1.0)[0]
+        == make_figure(9, 2, max_side=256, hard=1.0, nested=0.0)[0]
+    )
+    seen = 0
+    for index in range(12):
+        data, fig = make_figure(9, index, max_side=384, hard=0.5, nested=1.0)
+        assert (
+            fig.params["layout"] == "nested"
+            and data == make_figure(9, index, max_side=384, hard=0.5, nested=1.0)[0]
+        )
+        img = np.asarray(Image.open(io.BytesIO(data)).convert("L"), dtype=np.float32)
+        for x0, y0, x1, y1 in fig.panels:
+            assert img[y0:y1, x0:x1].std() > 3, (index, "blank panel")
+        seen += len(fig.panels)
+    assert seen >= 12 * 3

@@ -315,7 +315,7 @@ def build_panels(
     if reader is not None:
         named = [i for i in range(len(boxes)) if label_of[i] is not None]
         crops = [image.crop(labels[label_of[i]][0]) for i in named]  # type: ignore[index]
-        read = dict(zip(named, reader.read(crops), strict=True))
+        read = dict(zip(named, reader.read_figure(crops, len(boxes)), strict=True))
     for index, i in enumerate(reading_order(boxes)):
         box, score = kept[i]
         label = labels[label_of[i]] if label_of[i] is not None else None

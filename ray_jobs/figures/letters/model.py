@@ -14,6 +14,7 @@ from PIL import Image
 
 from ray_jobs.figures.letters.classes import CLASSES
 from ray_jobs.figures.letters.data import prepare
+from ray_jobs.figures.letters.schemes import each_alone, read_in_scheme
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_WEIGHTS = REPO_ROOT / "models" / "label-reader" / "label-reader.pt"
@@ -55,16 +56,23 @@ class LabelReader:
         self.model.eval()
         self.version = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
 
-    def read(self, crops: list[Image.Image]) -> list[tuple[str, float]]:
+    def probabilities(self, crops: list[Image.Image]) -> np.ndarray:
+        """(crops, classes) softmax probabilities."""
         if not crops:
-            return []
+            return np.zeros((0, len(self.classes)), np.float32)
         import torch
 
         x = torch.from_numpy(np.stack([prepare(c) for c in crops])[:, None])
         with torch.inference_mode():
-            probs = torch.softmax(self.model(x), dim=1)
-        best = probs.max(dim=1)
-        return [
-            (self.classes[int(i)], round(float(p), 4))
-            for p, i in zip(best.values, best.indices, strict=True)
-        ]
+            return torch.softmax(self.model(x), dim=1).numpy()
+
+    def read(self, crops: list[Image.Image]) -> list[tuple[str, float]]:
+        """Each crop on its own: (class text, probability)."""
+        return each_alone(self.probabilities(crops), self.classes)
+
+    def read_figure(
+        self, crops: list[Image.Image], panels: int | None = None
+    ) -> list[tuple[str, float]]:
+        """The labels of one figure of ``panels`` panels, read within the scheme they share
+        (``schemes``)."""
+        return read_in_scheme(self.probabilities(crops), self.classes, panels)

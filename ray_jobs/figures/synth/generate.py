@@ -30,7 +30,7 @@ from rich.progress import track
 from ray_jobs.figures.synth.fonts import font
 from ray_jobs.figures.synth.hard_panels import HARD, HARD_WHITE
 from ray_jobs.figures.synth.labels import SCHEMES, label_text
-from ray_jobs.figures.synth.layout import Box, sample_layout, uneven_layout
+from ray_jobs.figures.synth.layout import Box, nested_layout, sample_layout, uneven_layout
 from ray_jobs.figures.synth.panels import PROCEDURAL, WHITE_KINDS, FolderPanels, decorate
 
 log = logging.getLogger(__name__)
@@ -103,15 +103,21 @@ def make_figure(
     max_side: int = 768,
     val_every: int = 10,
     hard: float = 0.0,
+    nested: float = 0.0,
 ) -> tuple[bytes, SynthFigure]:
     """One compound figure (JPEG bytes) and its exact ground truth.
 
-    ``hard`` is the share of figures drawn without the first generator's shortcuts (see
-    :func:`_hard_extras`); with 0 every figure is byte for byte what it always was.
+    ``hard`` is the share of figures drawn without the first generator's shortcuts (gap-filled
+    plots, textures, insets, furniture, scan noise); ``nested`` the share laid out by
+    successive cuts (:func:`nested_layout`: nested, uneven, up to 16 panels). Each has its own
+    random stream, so with both at 0 every figure is byte for byte what it always was, and
+    ``nested`` at 0 leaves hard figures as they were.
     """
     rng = np.random.default_rng([seed, index])
     hard_rng = np.random.default_rng([seed, index, 0x4A2D])  # never shifts the main stream
+    nested_rng = np.random.default_rng([seed, index, 0x5B17])
     hard_figure = bool(hard > 0 and hard_rng.random() < hard)
+    nested_figure = bool(nested > 0 and nested_rng.random() < nested)
     labelled = rng.random() < 0.85
     outside = labelled and rng.random() < 0.3
     scheme = str(rng.choice(SCHEMES))
@@ -124,7 +130,10 @@ def make_figure(
     # truth there, so such figures always get a gap
     blank_risk = background == (255, 255, 255) and (theme is None or theme in WHITE_KINDS)
     band = label_size + 6 if outside else 0
-    if hard_figure and hard_rng.random() < 0.5:
+    if nested_figure:
+        margin = int(nested_rng.choice([0, 0, 0, 1, 2, 4, 8, 14]))
+        layout = nested_layout(nested_rng, band, margin=margin)
+    elif hard_figure and hard_rng.random() < 0.5:
         layout = uneven_layout(hard_rng, band, margin=int(hard_rng.choice([0, 0, 0, 2, 6, 12])))
     else:  # a hard figure frames its white panels instead of forcing a gap between them
         layout = sample_layout(
@@ -147,6 +156,8 @@ def make_figure(
         panel = decorate(rng, panel)
         if hard_figure:
             _hard_panel(hard_rng, panel, kind, background, layout.margin)
+        elif nested_figure:
+            _frame_if_unseen(panel, kind, background, layout.margin)
         canvas.paste(panel, (x0, y0))
     # reading order: the layout already lists rows top to bottom, then left to right
     labels: list[Box | None] = []
@@ -232,11 +243,10 @@ def make_figure(
 def _hard_panel(
     rng: np.random.Generator, panel: Image.Image, kind: str, page: tuple, margin: int
 ) -> None:
-    """Frame a white panel that touches its neighbours (else no one could see its edge), and
-    sometimes inset a magnified detail: an inset is part of its panel, never a panel."""
+    """Frame a white panel that touches its neighbours, and sometimes inset a magnified
+    detail: an inset is part of its panel, never a panel."""
     w, h = panel.size
-    if margin < 6 and page == (255, 255, 255) and (kind in WHITE_KINDS or kind in HARD_WHITE):
-        ImageDraw.Draw(panel).rectangle((0, 0, w - 1, h - 1), outline=(70, 70, 70))
+    _frame_if_unseen(panel, kind, page, margin)
     if min(w, h) > 120 and rng.random() < 0.15:
         iw, ih = int(w * rng.uniform(0.22, 0.38)), int(h * rng.uniform(0.22, 0.38))
         detail = PROCEDURAL[str(rng.choice(["ct", "histology", "fluorescence", "fundus"]))](
@@ -247,6 +257,15 @@ def _hard_panel(
         panel.paste(detail, (x, y))
         ImageDraw.Draw(panel).rectangle(
             (x, y, x + iw - 1, y + ih - 1), outline=(255, 255, 0), width=2
+        )
+
+
+def _frame_if_unseen(panel: Image.Image, kind: str, page: tuple, margin: int) -> None:
+    """A white panel close to a white neighbour on a white page has no visible edge: no one
+    could draw its truth, so it gets the thin frame such figures carry."""
+    if margin < 6 and page == (255, 255, 255) and (kind in WHITE_KINDS or kind in HARD_WHITE):
+        ImageDraw.Draw(panel).rectangle(
+            (0, 0, panel.width - 1, panel.height - 1), outline=(70, 70, 70)
         )
 
 
@@ -307,9 +326,11 @@ def yolo_lines(figure: SynthFigure) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _write_one(args: tuple[Path, int, int, list[str] | None, int, float]) -> dict:
-    out, seed, index, folders, max_side, hard = args
-    data, figure = make_figure(seed, index, folders=folders, max_side=max_side, hard=hard)
+def _write_one(args: tuple[Path, int, int, list[str] | None, int, float, float]) -> dict:
+    out, seed, index, folders, max_side, hard, nested = args
+    data, figure = make_figure(
+        seed, index, folders=folders, max_side=max_side, hard=hard, nested=nested
+    )
     (out / "images" / figure.split / f"{figure.name}.jpg").write_bytes(data)
     (out / "labels" / figure.split / f"{figure.name}.txt").write_text(yolo_lines(figure))
     (out / "meta" / f"{figure.name}.json").write_text(json.dumps(asdict(figure), indent=1))
@@ -356,11 +377,12 @@ def write_dataset(
     max_side: int = 768,
     progress: bool = False,
     hard: float = 0.0,
+    nested: float = 0.0,
 ) -> list[dict]:
     """Write ``n`` figures in parallel; returns their ground truth in index order."""
     for sub in ("images/train", "images/val", "labels/train", "labels/val", "meta", "annotations"):
         (out / sub).mkdir(parents=True, exist_ok=True)
-    jobs = [(out, seed, i, folders, max_side, hard) for i in range(n)]
+    jobs = [(out, seed, i, folders, max_side, hard, nested) for i in range(n)]
     workers = workers or os.cpu_count() or 1
     figures: list[dict]
     if workers == 1:

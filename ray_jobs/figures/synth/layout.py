@@ -129,3 +129,54 @@ def uneven_layout(
     return Layout(
         "uneven", width, height, boxes, (rows, cols), margin, 0, label_band, row_of, col_of
     )
+
+
+def nested_layout(
+    rng: np.random.Generator, label_band: int = 0, max_side: int = 1600, margin: int = 0
+) -> Layout:
+    """A page divided by successive straight cuts, each through one existing cell: a tall
+    panel beside a stack of small ones, a row of thumbnails under a wide image. Real figures
+    nest like this far more often than they form a full grid, and their smallest panels are
+    a fraction of the largest. Up to 16 panels, often gutterless.
+
+    Each step picks a cell with a chance that grows with its area and cuts it across its
+    longer side into 2 (sometimes 3 equal) parts at an uneven ratio; a cell whose parts would
+    fall under the minimum side is never cut.
+    """
+    target = int(rng.choice([3, 4, 5, 6, 7, 8, 9, 10, 12, 14, 16]))
+    width = int(rng.uniform(500, max_side))
+    height = int(width * rng.uniform(0.5, 1.4))
+    band = label_band
+    min_side = int(rng.choice([40, 56, 80])) + band
+    cells: list[Box] = [(0, 0, width, height)]
+    for _ in range(4 * target):
+        if len(cells) >= target:
+            break
+        area = np.array([(c[2] - c[0]) * (c[3] - c[1]) for c in cells], float)
+        i = int(rng.choice(len(cells), p=area / area.sum()))
+        x0, y0, x1, y1 = cells[i]
+        across_x = (x1 - x0) >= (y1 - y0) if rng.random() < 0.8 else (x1 - x0) < (y1 - y0)
+        lo, hi = (x0, x1) if across_x else (y0, y1)
+        parts = 3 if rng.random() < 0.25 else 2
+        if (hi - lo - margin * (parts - 1)) / parts < min_side:
+            continue
+        if parts == 2:
+            cuts = [lo + int((hi - lo - margin) * rng.uniform(0.28, 0.72))]
+        else:
+            step = (hi - lo - 2 * margin) / 3
+            cuts = [lo + int(step), lo + int(2 * step + margin)]
+        edges = [lo, *[e for c in cuts for e in (c, c + margin)], hi]
+        pieces = [(edges[k], edges[k + 1]) for k in range(0, len(edges), 2)]
+        if min(b - a for a, b in pieces) < min_side:
+            continue
+        new = [(a, y0, b, y1) if across_x else (x0, a, x1, b) for a, b in pieces]
+        cells[i : i + 1] = new
+    # the label band sits above each cell's content: the panel is the cell less its band
+    boxes = [(x0, y0 + band, x1, y1) for x0, y0, x1, y1 in cells]
+    order = sorted(range(len(boxes)), key=lambda k: (boxes[k][1], boxes[k][0]))
+    boxes = [boxes[k] for k in order]
+    tops = sorted({b[1] for b in boxes})
+    row_of = [tops.index(b[1]) for b in boxes]
+    col_of = [sum(1 for a in boxes[:k] if a[1] == b[1]) for k, b in enumerate(boxes)]
+    rows, cols = len(tops), max(col_of) + 1
+    return Layout("nested", width, height, boxes, (rows, cols), margin, 0, band, row_of, col_of)
