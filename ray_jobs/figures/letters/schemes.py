@@ -22,6 +22,7 @@ on the log-probabilities).
 from __future__ import annotations
 
 import numpy as np
+from scipy.optimize import linear_sum_assignment
 
 from ray_jobs.figures.letters.classes import GRID, LETTERS, NUMBERS, ROMANS
 
@@ -91,8 +92,6 @@ def read_in_scheme(
     share = inside / np.maximum(inside.sum(1, keepdims=True), 1e-12)
     picks = share.argmax(1)
     if len(set(picks.tolist())) < len(picks) <= len(columns):
-        from scipy.optimize import linear_sum_assignment
-
         rows, picks = linear_sum_assignment(-np.log(share + 1e-12))
         picks = picks[np.argsort(rows)]
     return [
