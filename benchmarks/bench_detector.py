@@ -2,9 +2,11 @@
 
 First the held-out protocol (``ray_jobs/figures/protocol.py``): on the independent figure
 family, the generator's held-out seed and the ten real figures, F1@0.5, mAP@0.5, exact-count
-rate and panels/s for each checkpoint given (the shipped one by default) through the product's
-own path (``PanelDetector.detect``), for the separator cut alone, and for the detector checked
-by the cut (``second_opinion``). Then throughput: the shipped YOLO checkpoint against RT-DETR-l.
+rate and panels/s for each checkpoint given (by default the shipped one and the one it
+replaced, taken out of git, each at its own image size) through the product's own path
+(``PanelDetector.detect``), for the separator cut alone, and for the detector checked by the
+cut (``second_opinion``). Then letter accuracy and pairing, then throughput: the shipped YOLO
+checkpoint against the one it replaced and RT-DETR-l.
 
 RT-DETR-l is built from its ultralytics YAML (the DAB-DETR-class transformer Open-PMC used),
 untrained: its boxes are meaningless, its speed is not. Both run through the same extraction
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -50,7 +53,35 @@ def time_detector(detector: PanelDetector, items: list[tuple[str, bytes]], repea
     return best, panels
 
 
-def held_out(weights: list[str], n: int, imgsz: int) -> None:
+# the checkpoint the shipped one replaced (commit, the image size it ran at): scored beside it
+PREVIOUS = ("c8fd911", 256)
+Checkpoint = tuple[str, str, int]  # name, path, image size
+
+
+def checkpoint(spec: str, imgsz: int) -> Checkpoint:
+    """``PATH`` or ``PATH@IMGSZ`` (each checkpoint at the size it was made for)."""
+    path, _, size = spec.partition("@")
+    return f"{Path(path).parent.name}/{Path(path).stem}", path, int(size or imgsz)
+
+
+def previous_checkpoint(folder: Path) -> Checkpoint | None:
+    """The previously shipped checkpoint, out of git; None outside a git checkout."""
+    commit, imgsz = PREVIOUS
+    try:
+        data = subprocess.run(
+            ["git", "show", f"{commit}:models/panel-detector/yolo11n-panels.pt"],
+            cwd=REPO,
+            capture_output=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    path = folder / f"previous-{commit}.pt"
+    path.write_bytes(data)
+    return f"previous ({commit})", str(path), imgsz
+
+
+def held_out(checkpoints: list[Checkpoint], n: int) -> None:
     """One row per (set, method): what each checkpoint and the cut deliver on unseen figures."""
     sets = {
         f"family (seed {protocol.FAMILY_SEED}, {n})": protocol.family(n),
@@ -78,9 +109,9 @@ def held_out(weights: list[str], n: int, imgsz: int) -> None:
         line(
             set_name, "separator cut alone", protocol.score(items, cut, time.perf_counter() - start)
         )
-        for path in weights:
+        for label, path, imgsz in checkpoints:
             detector = PanelDetector(DetectorSettings(weights=path, imgsz=imgsz))
-            name = f"{Path(path).parent.name}/{detector.name}"
+            name = f"{label}@{imgsz}"
             detector.detect(inputs[:2], with_crops=False)  # warm-up
             start = time.perf_counter()
             figures, _ = detector.detect(inputs, with_crops=False)
@@ -170,21 +201,35 @@ def main() -> None:
     parser.add_argument(
         "--weights",
         action="append",
-        help="checkpoints to score on the held-out sets (repeatable; default: the shipped one)",
+        help="PATH or PATH@IMGSZ: checkpoints to score on the held-out sets (repeatable; "
+        "default: the shipped one and the one it replaced, each at its own size)",
     )
     args = parser.parse_args()
-    held_out(args.weights or [DetectorSettings().weights], args.held_out, args.imgsz)
-    letters(args.held_out)
-    items = figures(args.synthetic)
     settings = DetectorSettings(imgsz=args.imgsz)
-    shipped = PanelDetector(settings)
-
     with tempfile.TemporaryDirectory() as tmp:
+        previous = previous_checkpoint(Path(tmp))
+        if args.weights:
+            checkpoints = [checkpoint(spec, args.imgsz) for spec in args.weights]
+        else:
+            checkpoints = [("shipped", settings.weights, args.imgsz)] + (
+                [previous] if previous else []
+            )
+        held_out(checkpoints, args.held_out)
+        letters(args.held_out)
+        items = figures(args.synthetic)
+        shipped = PanelDetector(settings)
         rtdetr_path = Path(tmp) / "rtdetr-l-untrained.pt"
         build_model("rtdetr-l").save(str(rtdetr_path))
         rtdetr = PanelDetector(settings.model_copy(update={"weights": str(rtdetr_path)}))
+        timed = [(f"{shipped.name}@{args.imgsz}", shipped)]
+        if previous:
+            _, path, imgsz = previous
+            timed.append(
+                (f"previous@{imgsz}", PanelDetector(DetectorSettings(weights=path, imgsz=imgsz)))
+            )
+        timed.append(("rtdetr-l (untrained)", rtdetr))
         rows = []
-        for name, det in ((shipped.name, shipped), ("rtdetr-l (untrained)", rtdetr)):
+        for name, det in timed:
             seconds, panels = time_detector(det, items, args.repeats)
             rows.append((name, seconds, panels))
 
@@ -201,7 +246,7 @@ def main() -> None:
     )
     header = (
         f"{'model':<24} {'seconds':>8} {'figures/s':>10} {'panels':>7} {'panels/s':>9} "
-        f"{'time vs shipped':>16}"
+        f"{'time vs shipped':>16} {'figures/s vs shipped':>21}"
     )
     print(header)
     print("-" * len(header))
@@ -209,7 +254,7 @@ def main() -> None:
     for name, seconds, panels in rows:
         print(
             f"{name:<24} {seconds:>8.2f} {len(items) / seconds:>10.2f} {panels:>7} "
-            f"{panels / seconds:>9.2f} {seconds / base:>16.2f}"
+            f"{panels / seconds:>9.2f} {seconds / base:>16.2f} {base / seconds:>21.2f}"
         )
     print()
     print(f"{'generator workers':<24} {'figures':>8} {'seconds':>8} {'figures/s':>10}")

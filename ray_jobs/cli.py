@@ -198,6 +198,17 @@ def synth(
 @click.option("--batch", type=click.IntRange(1), default=16, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--device", default=None, help="cpu, 0, 0,1 ... [a GPU when there is one]")
+@click.option(
+    "--warm-start",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="Start from this checkpoint (e.g. the shipped one) instead of from scratch.",
+)
+@click.option("--fine-tune", is_flag=True, help="The gentle warm-start schedule (AdamW, low LR).")
+@click.option("--hours", type=click.FloatRange(0.001), default=None, help="Time budget.")
+@click.option("--workers", type=click.IntRange(0), default=2, show_default=True)
+@click.option("--threads", type=click.IntRange(1), default=None, help="CPU threads [cores - 1].")
+@click.option("--resume", is_flag=True, help="Continue the interrupted run in --out.")
 def train_detector_cmd(
     data: str,
     out: str,
@@ -207,13 +218,32 @@ def train_detector_cmd(
     batch: int,
     seed: int,
     device: str | None,
+    warm_start: str | None,
+    fine_tune: bool,
+    hours: float | None,
+    workers: int,
+    threads: int | None,
+    resume: bool,
 ) -> None:
-    """Train the panel detector from scratch (offline) and write its checkpoint and metrics."""
+    """Train the panel detector (offline) and write its checkpoint and metrics."""
     from ray_jobs.figures.detector_train import train_detector
 
     setup_logging()
     result = train_detector(
-        data, out, arch=arch, epochs=epochs, imgsz=imgsz, batch=batch, seed=seed, device=device
+        data,
+        out,
+        arch=arch,
+        epochs=epochs,
+        imgsz=imgsz,
+        batch=batch,
+        seed=seed,
+        device=device,
+        warm_start=warm_start,
+        fine_tune=fine_tune,
+        hours=hours,
+        workers=workers,
+        threads=threads,
+        resume=resume,
     )
     click.echo(
         json.dumps(
@@ -221,6 +251,18 @@ def train_detector_cmd(
             indent=2,
         )
     )
+
+
+@main.command("average-detectors")
+@click.argument("base", type=click.Path(exists=True, dir_okay=False))
+@click.argument("tuned", type=click.Path(exists=True, dir_okay=False))
+@click.option("--out", type=click.Path(dir_okay=False), required=True)
+@click.option("--base-share", type=click.FloatRange(0, 1), default=0.5, show_default=True)
+def average_detectors(base: str, tuned: str, out: str, base_share: float) -> None:
+    """Average a checkpoint and its fine-tune weight by weight (WiSE-FT)."""
+    from ray_jobs.figures.detector_train import average_checkpoints
+
+    click.echo(str(average_checkpoints(base, tuned, out, base_share)))
 
 
 def _detector_settings(config_path: str | None, weights: str | None, **overrides):  # type: ignore[no-untyped-def]

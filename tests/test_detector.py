@@ -212,30 +212,55 @@ def test_train_command_on_a_tiny_dataset(tmp_path: Path) -> None:
 
 
 def test_warm_start_keeps_the_checkpoint_it_starts_from(tmp_path: Path) -> None:
-    """A fine-tune starts from the shipped weights, not from scratch: after one tiny epoch
-    its first convolution is still the shipped one's, near enough."""
+    """``pmcvl train-detector --warm-start --fine-tune``, the model card's recipe: the run
+    starts from the shipped weights, not from scratch (after one tiny epoch its first
+    convolution is still the shipped one's, near enough), with the gentle schedule, the time
+    budget and the thread count asked for (ultralytics alone would take one core less)."""
     import torch
 
-    from ray_jobs.figures.detector_train import train_detector
-
-    write_dataset(tmp_path / "data", 4, seed=12, workers=1, max_side=128, hard=1.0)
-    result = train_detector(
-        tmp_path / "data" / "data.yaml",
-        tmp_path / "out",
-        epochs=1,
-        imgsz=64,
-        batch=4,
-        workers=0,
-        device="cpu",
-        warm_start=WEIGHTS,
+    write_dataset(tmp_path / "data", 4, seed=12, workers=1, max_side=128, hard=1.0, nested=1.0)
+    probe = (
+        "import sys, torch\n"
+        "from ray_jobs.cli import main\n"
+        "try:\n"
+        "    main(sys.argv[1:])\n"
+        "except SystemExit as e:\n"
+        "    assert not e.code, e.code\n"
+        "print('threads', torch.get_num_threads())\n"
     )
+    args = ["--data", str(tmp_path / "data" / "data.yaml"), "--out", str(tmp_path / "out")]
+    args += ["--epochs", "1", "--imgsz", "64", "--batch", "4", "--workers", "0", "--device", "cpu"]
+    args += ["--warm-start", str(WEIGHTS), "--fine-tune", "--hours", "0.003", "--threads", "2"]
+    done = subprocess.run(
+        [sys.executable, "-c", probe, "train-detector", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "threads 2" in done.stdout
+    tuned_path = tmp_path / "out" / "yolo11n-panels.pt"
 
-    def first_conv(path: Path | str) -> torch.Tensor:
-        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    def load(path: Path | str) -> dict:
+        return torch.load(path, map_location="cpu", weights_only=False)
+
+    def first_conv(ckpt: dict) -> torch.Tensor:
         return next(iter(ckpt["model"].float().state_dict().values())).flatten()
 
-    shipped, tuned = first_conv(WEIGHTS), first_conv(result.weights)
-    assert torch.nn.functional.cosine_similarity(shipped, tuned, dim=0) > 0.9
+    tuned = load(tuned_path)
+    assert (
+        torch.nn.functional.cosine_similarity(first_conv(load(WEIGHTS)), first_conv(tuned), dim=0)
+        > 0.9
+    )
+    train_args = tuned["train_args"]
+    assert (train_args["optimizer"], train_args["lr0"], train_args["cos_lr"]) == (
+        "AdamW",
+        0.0004,
+        True,
+    )
+    assert train_args["time"] == 0.003 and train_args["imgsz"] == 64
+    assert not (tmp_path / "runs").exists()  # ultralytics wrote nothing beside the caller
 
 
 def test_the_detector_loads_its_weights_without_unpickling_code(tmp_path) -> None:
@@ -270,7 +295,14 @@ def test_checkpoints_average_weight_by_weight(tmp_path: Path) -> None:
     }
     ckpt["model"].load_state_dict(shifted)
     torch.save(ckpt, tmp_path / "shifted.pt")
-    out = average_checkpoints(WEIGHTS, tmp_path / "shifted.pt", tmp_path / "avg.pt", 0.25)
+    from click.testing import CliRunner
+
+    from ray_jobs.cli import main
+
+    out = tmp_path / "avg.pt"
+    args = [str(WEIGHTS), str(tmp_path / "shifted.pt"), "--out", str(out), "--base-share", "0.25"]
+    done = CliRunner().invoke(main, ["average-detectors", *args])
+    assert done.exit_code == 0 and done.output.strip() == str(out), done.output
     base = torch.load(WEIGHTS, map_location="cpu", weights_only=False)["model"].state_dict()
     mixed = torch.load(out, map_location="cpu", weights_only=False)
     assert mixed["train_args"]["average"]["base_share"] == 0.25

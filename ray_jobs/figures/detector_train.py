@@ -20,6 +20,16 @@ from ray_jobs.figures.yolo_env import ultralytics_offline
 
 log = logging.getLogger(__name__)
 ARCHS = ("yolo11n", "yolo11s", "yolo11m", "rtdetr-l")
+# a gentle schedule for a warm start: a low AdamW rate, a short warm-up, a cosine decay
+FINE_TUNE: dict[str, Any] = {
+    "optimizer": "AdamW",
+    "lr0": 0.0004,
+    "lrf": 0.05,
+    "cos_lr": True,
+    "warmup_epochs": 0.3,
+    "warmup_bias_lr": 0.0,
+    "momentum": 0.9,
+}
 
 
 @dataclass
@@ -63,13 +73,24 @@ def train_detector(
     warm_start: str | Path | None = None,
     resume: bool = False,
     fraction: float = 1.0,
+    hours: float | None = None,
+    fine_tune: bool = False,
+    threads: int | None = None,
 ) -> TrainResult:
     """Train (from scratch, or from ``warm_start``'s weights); copies the best checkpoint to
     ``out_dir/<arch>-panels.pt``. ``resume`` continues an interrupted run in ``out_dir`` from
-    its last epoch, with the arguments it was started with."""
+    its last epoch, with the arguments it was started with.
+
+    ``hours`` is ultralytics' time budget: it re-plans the epochs after each one to end in
+    time (the learning-rate decay follows the new plan). ``fine_tune`` uses :data:`FINE_TUNE`
+    instead of ultralytics' schedule. ``threads`` sets the CPU threads: ultralytics
+    otherwise trains on one core less than the machine has, half of a 2-core machine.
+    """
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     device = device or _device()
+    if threads:
+        _use_threads(threads)
     started = time.perf_counter()
     last = out / "run" / "weights" / "last.pt"
     if resume and last.is_file():
@@ -106,8 +127,22 @@ def train_detector(
         mosaic=0.0,  # a mosaic of four figures is not a figure: panel layout is the signal
         fliplr=0.5,
         verbose=False,
+        **({"time": hours} if hours else {}),
+        **(FINE_TUNE if fine_tune else {}),
     )
     return _finish(model, out, arch, epochs, imgsz, device, started)
+
+
+def _use_threads(threads: int) -> None:
+    """ultralytics sets torch's threads to its ``NUM_THREADS`` (cores - 1) when it picks a CPU
+    device; this is the value it reads."""
+    import torch
+
+    ultralytics_offline()
+    import ultralytics.utils.torch_utils as torch_utils
+
+    torch_utils.NUM_THREADS = threads
+    torch.set_num_threads(threads)
 
 
 def _finish(
