@@ -230,7 +230,15 @@ def test_warm_start_keeps_the_checkpoint_it_starts_from(tmp_path: Path) -> None:
     )
     args = ["--data", str(tmp_path / "data" / "data.yaml"), "--out", str(tmp_path / "out")]
     args += ["--epochs", "1", "--imgsz", "64", "--batch", "4", "--workers", "0", "--device", "cpu"]
-    args += ["--warm-start", str(WEIGHTS), "--fine-tune", "--hours", "0.003", "--threads", "2"]
+    args += [
+        "--warm-start",
+        str(WEIGHTS.resolve()),
+        "--fine-tune",
+        "--hours",
+        "0.003",
+        "--threads",
+        "2",
+    ]
     done = subprocess.run(
         [sys.executable, "-c", probe, "train-detector", *args],
         capture_output=True,
