@@ -126,6 +126,13 @@ def run(config_path: str | None) -> None:
     raise SystemExit(build_main(argv))
 
 
+def _share_option(name: str, help: str):  # type: ignore[no-untyped-def]
+    """A share of the generated figures, from 0 (none; earlier data sets unchanged) to 1."""
+    return click.option(
+        name, type=click.FloatRange(0, 1), default=0.0, show_default=True, help=help
+    )
+
+
 @main.command()
 @click.option("--out", type=click.Path(file_okay=False), required=True)
 @click.option("--n", "count", type=click.IntRange(1), required=True)
@@ -139,21 +146,20 @@ def run(config_path: str | None) -> None:
 )
 @click.option("--workers", type=click.IntRange(1), default=None, help="Processes [all cores].")
 @click.option("--max-side", type=click.IntRange(64), default=768, show_default=True)
-@click.option(
+@_share_option(
     "--hard",
-    type=click.FloatRange(0, 1),
-    default=0.0,
-    show_default=True,
-    help="Share of hard figures (gap-filled plots, textures, gutterless and uneven grids, "
+    "Share of hard figures (gap-filled plots, textures, gutterless and uneven grids, "
     "insets, titles and legends, scan noise); 0 writes the original mix byte for byte.",
 )
-@click.option(
+@_share_option(
     "--nested",
-    type=click.FloatRange(0, 1),
-    default=0.0,
-    show_default=True,
-    help="Share of figures laid out by successive cuts (a tall panel beside a stack, rows of "
+    "Share of figures laid out by successive cuts (a tall panel beside a stack, rows of "
     "thumbnails; up to 16 panels, often gutterless); 0 leaves every figure as it was.",
+)
+@_share_option(
+    "--furniture",
+    "Share of the other figures that also get a title and a colour legend outside every "
+    "panel, as hard figures do; 0 leaves every figure as it was.",
 )
 def synth(
     out: str,
@@ -164,6 +170,7 @@ def synth(
     max_side: int,
     hard: float,
     nested: float,
+    furniture: float,
 ) -> None:
     """Write synthetic compound figures as a YOLO dataset plus COCO JSON."""
     from ray_jobs.figures.synth.generate import write_dataset
@@ -178,6 +185,7 @@ def synth(
         max_side=max_side,
         hard=hard,
         nested=nested,
+        furniture=furniture,
         progress=sys.stderr.isatty(),
     )
     panels = sum(len(f["panels"]) for f in figures)

@@ -97,6 +97,20 @@ def test_labels_attach_inside_or_just_above() -> None:
     assert attach_labels(panels, labels) == [1, 0]
 
 
+def test_label_above_a_panel_goes_to_it_when_the_box_above_runs_over_it() -> None:
+    """In a figure whose labels sit outside their panels, the top row's box overshoots by
+    15 px over the label of the panel below: the label names the panel whose top edge is right
+    under it. In a figure whose labels sit inside, one in a bottom-left corner stays."""
+    panels = [(0, 20, 200, 155), (0, 160, 200, 280), (210, 20, 400, 140)]
+    outside = [((2, 2, 16, 18), 0.9), ((212, 2, 226, 18), 0.9)]
+    below = ((2, 138, 16, 156), 0.9)
+    assert attach_labels(panels, [*outside, below]) == [0, 2, 1]
+    inside = [((4, 24, 18, 40), 0.9), ((214, 24, 228, 40), 0.9)]
+    assert attach_labels(panels, [*inside, below]) == [0, None, 1]
+    # nothing below: an overshooting bottom row keeps its label
+    assert attach_labels([panels[0], panels[2]], [*outside, below]) == [0, 1]
+
+
 def jpeg(w: int, h: int, blank_left: int = 0) -> Image.Image:
     """Noise (so every region has content), with the first ``blank_left`` columns white."""
     pixels = np.random.default_rng(0).integers(0, 255, (h, w, 3), dtype=np.uint8)

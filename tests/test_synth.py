@@ -217,3 +217,32 @@ def test_nested_share_changes_only_layouts_and_is_reproducible() -> None:
             assert img[y0:y1, x0:x1].std() > 3, (index, "blank panel")
         seen += len(fig.panels)
     assert seen >= 12 * 3
+
+
+def test_furniture_share_adds_ink_outside_every_panel_and_nothing_else() -> None:
+    """``furniture`` has its own stream: at 0 figures are what they were; at 1 the plain
+    figures that draw a title or legend keep every panel inside the page, shifted below the
+    title, and the added ink lies outside every panel."""
+    assert make_figure(4, 3, max_side=256)[0] == make_figure(4, 3, max_side=256, furniture=0.0)[0]
+    assert (
+        make_figure(4, 3, max_side=256, hard=1.0)[0]
+        == make_figure(4, 3, max_side=256, hard=1.0, furniture=1.0)[0]
+    )
+    furnished = 0
+    for index in range(16):
+        plain = make_figure(4, index, max_side=4096)[1]
+        data, fig = make_figure(4, index, max_side=4096, furniture=1.0)
+        assert not fig.params["hard"] and len(fig.panels) == len(plain.panels)
+        if not fig.params["furniture"]:
+            assert fig.panels == plain.panels
+            continue
+        furnished += 1
+        shift = fig.panels[0][1] - plain.panels[0][1]
+        assert shift >= 0 and (shift > 0) == ("title" in fig.params["furniture"])
+        assert fig.panels == [(a, b + shift, c, d + shift) for a, b, c, d in plain.panels]
+        if "legend" in fig.params["furniture"]:
+            assert fig.width > plain.width
+            img = np.asarray(Image.open(io.BytesIO(data)).convert("L"), dtype=np.float32)
+            strip = img[:, max(p[2] for p in fig.panels) + 2 :]
+            assert (np.abs(strip - strip[0, -1]) > 40).mean() > 0.02, (index, "no legend ink")
+    assert furnished >= 3

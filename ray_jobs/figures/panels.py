@@ -238,13 +238,22 @@ def attach_labels(panels: list[Box], labels: list[tuple[Box, float]]) -> list[in
     """For each panel, the index of the label that names it (inside it, or just outside its
     top-left corner), or None."""
     best: list[tuple[float, int] | None] = [None] * len(panels)
+    centres = [((lb[0] + lb[2]) / 2, (lb[1] + lb[3]) / 2) for lb, _ in labels]
+    holders = [
+        [i for i, p in enumerate(panels) if p[0] <= cx <= p[2] and p[1] <= cy <= p[3]]
+        for cx, cy in centres
+    ]
+    # a figure places its labels one way; when most sit outside every box, one inside a box's
+    # bottom edge is the outside label of the panel below, under a box that runs long
+    outside_figure = sum(not h for h in holders) > len(labels) / 2
     for li, (lb, score) in enumerate(labels):
-        cx, cy = (lb[0] + lb[2]) / 2, (lb[1] + lb[3]) / 2
-        inside = [i for i, p in enumerate(panels) if p[0] <= cx <= p[2] and p[1] <= cy <= p[3]]
+        (cx, cy), inside = centres[li], holders[li]
         if inside:
             target = min(
                 inside, key=lambda i: (panels[i][2] - panels[i][0]) * (panels[i][3] - panels[i][1])
             )
+            below = _panel_just_below(panels, lb, target) if outside_figure else None
+            target = target if below is None else below
         else:
             # outside labels sit above or left of their panel's top-left corner
             dist = [np.hypot(cx - p[0], cy - p[1]) for p in panels]
@@ -258,6 +267,25 @@ def attach_labels(panels: list[Box], labels: list[tuple[Box, float]]) -> list[in
         if current is None or score > current[0]:
             best[target] = (score, li)
     return [b[1] if b else None for b in best]
+
+
+def _panel_just_below(panels: list[Box], label: Box, holder: int) -> int | None:
+    """The panel whose top edge lies right under an outside label that a box above holds.
+
+    A label drawn just above its panel lands inside the previous row's box when that box
+    overshoots by a few pixels: it then lies in the holder's bottom edge, and the panel that
+    starts just under it, near the label's left, is its own.
+    """
+    x0, y0, _, y1 = label
+    h = y1 - y0
+    if panels[holder][3] - y1 > h:
+        return None
+    near = [
+        i
+        for i, (px0, py0, px1, _) in enumerate(panels)
+        if i != holder and -0.5 * h <= py0 - y1 <= h and px0 - h <= x0 <= px0 + 0.35 * (px1 - px0)
+    ]
+    return min(near, key=lambda i: abs(panels[i][1] - y1)) if near else None
 
 
 def crop_bytes(image: Image.Image, box: Box, pad: int, fmt: str) -> tuple[bytes, tuple[int, int]]:

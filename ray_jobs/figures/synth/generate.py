@@ -104,18 +104,21 @@ def make_figure(
     val_every: int = 10,
     hard: float = 0.0,
     nested: float = 0.0,
+    furniture: float = 0.0,
 ) -> tuple[bytes, SynthFigure]:
     """One compound figure (JPEG bytes) and its exact ground truth.
 
     ``hard`` is the share of figures drawn without the first generator's shortcuts (gap-filled
     plots, textures, insets, furniture, scan noise); ``nested`` the share laid out by
-    successive cuts (:func:`nested_layout`: nested, uneven, up to 16 panels). Each has its own
-    random stream, so with both at 0 every figure is byte for byte what it always was, and
-    ``nested`` at 0 leaves hard figures as they were.
+    successive cuts (:func:`nested_layout`: nested, uneven, up to 16 panels); ``furniture`` the
+    share of the other figures that also get a hard figure's title and colour legend outside
+    every panel. Each has its own random stream, so with all at 0 every figure is byte for byte
+    what it always was, and each at 0 leaves the others' figures as they were.
     """
     rng = np.random.default_rng([seed, index])
     hard_rng = np.random.default_rng([seed, index, 0x4A2D])  # never shifts the main stream
     nested_rng = np.random.default_rng([seed, index, 0x5B17])
+    furniture_rng = np.random.default_rng([seed, index, 0x6C3E])
     hard_figure = bool(hard > 0 and hard_rng.random() < hard)
     nested_figure = bool(nested > 0 and nested_rng.random() < nested)
     labelled = rng.random() < 0.85
@@ -173,9 +176,12 @@ def make_figure(
         size = max(10, min(label_size, (box[3] - box[1]) // 3))
         labels.append(_draw_label(rng, canvas, box, text, outside, size, bold, boxed))
         texts.append(text)
-    furniture: list[str] = []
-    if hard_figure:
-        canvas, shift, furniture = _furniture(hard_rng, canvas, background)
+    added: list[str] = []
+    furnished = hard_figure or bool(furniture > 0 and furniture_rng.random() < furniture)
+    if furnished:
+        canvas, shift, added = _furniture(
+            hard_rng if hard_figure else furniture_rng, canvas, background
+        )
         layout.boxes = [(a, b + shift, c, d + shift) for a, b, c, d in layout.boxes]
         labels = [
             None if lb is None else (lb[0], lb[1] + shift, lb[2], lb[3] + shift) for lb in labels
@@ -234,7 +240,7 @@ def make_figure(
             "caption_strip": caption_strip,
             "scale": scale,
             "hard": hard_figure,
-            "furniture": furniture,
+            "furniture": added,
         },
     )
     return buffer.getvalue(), figure
@@ -326,10 +332,18 @@ def yolo_lines(figure: SynthFigure) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _write_one(args: tuple[Path, int, int, list[str] | None, int, float, float]) -> dict:
-    out, seed, index, folders, max_side, hard, nested = args
+def _write_one(
+    args: tuple[Path, int, int, list[str] | None, int, float, float, float],
+) -> dict:
+    out, seed, index, folders, max_side, hard, nested, furniture = args
     data, figure = make_figure(
-        seed, index, folders=folders, max_side=max_side, hard=hard, nested=nested
+        seed,
+        index,
+        folders=folders,
+        max_side=max_side,
+        hard=hard,
+        nested=nested,
+        furniture=furniture,
     )
     (out / "images" / figure.split / f"{figure.name}.jpg").write_bytes(data)
     (out / "labels" / figure.split / f"{figure.name}.txt").write_text(yolo_lines(figure))
@@ -378,11 +392,12 @@ def write_dataset(
     progress: bool = False,
     hard: float = 0.0,
     nested: float = 0.0,
+    furniture: float = 0.0,
 ) -> list[dict]:
     """Write ``n`` figures in parallel; returns their ground truth in index order."""
     for sub in ("images/train", "images/val", "labels/train", "labels/val", "meta", "annotations"):
         (out / sub).mkdir(parents=True, exist_ok=True)
-    jobs = [(out, seed, i, folders, max_side, hard, nested) for i in range(n)]
+    jobs = [(out, seed, i, folders, max_side, hard, nested, furniture) for i in range(n)]
     workers = workers or os.cpu_count() or 1
     figures: list[dict]
     if workers == 1:
