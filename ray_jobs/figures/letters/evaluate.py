@@ -42,7 +42,7 @@ def generator_labels(n: int, seed: int = 99) -> list[Figure]:
 
     return [
         _crops(data, fig.labels, fig.label_texts)
-        for data, fig in map(lambda i: make_figure(seed, i), range(n))
+        for data, fig in (make_figure(seed, i) for i in range(n))
     ]
 
 
@@ -51,7 +51,7 @@ def family_labels(n: int, seed: int = 2026) -> list[Figure]:
 
     return [
         _crops(data, fig.labels, fig.label_texts)
-        for data, fig in map(lambda i: make_heldout_figure(seed, i), range(n))
+        for data, fig in (make_heldout_figure(seed, i) for i in range(n))
     ]
 
 

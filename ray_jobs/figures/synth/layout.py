@@ -146,8 +146,7 @@ def nested_layout(
     target = int(rng.choice([3, 4, 5, 6, 7, 8, 9, 10, 12, 14, 16]))
     width = int(rng.uniform(500, max_side))
     height = int(width * rng.uniform(0.5, 1.4))
-    band = label_band
-    min_side = int(rng.choice([40, 56, 80])) + band
+    min_side = int(rng.choice([40, 56, 80])) + label_band
     cells: list[Box] = [(0, 0, width, height)]
     for _ in range(4 * target):
         if len(cells) >= target:
@@ -172,11 +171,13 @@ def nested_layout(
         new = [(a, y0, b, y1) if across_x else (x0, a, x1, b) for a, b in pieces]
         cells[i : i + 1] = new
     # the label band sits above each cell's content: the panel is the cell less its band
-    boxes = [(x0, y0 + band, x1, y1) for x0, y0, x1, y1 in cells]
+    boxes = [(x0, y0 + label_band, x1, y1) for x0, y0, x1, y1 in cells]
     order = sorted(range(len(boxes)), key=lambda k: (boxes[k][1], boxes[k][0]))
     boxes = [boxes[k] for k in order]
     tops = sorted({b[1] for b in boxes})
     row_of = [tops.index(b[1]) for b in boxes]
     col_of = [sum(1 for a in boxes[:k] if a[1] == b[1]) for k, b in enumerate(boxes)]
     rows, cols = len(tops), max(col_of) + 1
-    return Layout("nested", width, height, boxes, (rows, cols), margin, 0, band, row_of, col_of)
+    return Layout(
+        "nested", width, height, boxes, (rows, cols), margin, 0, label_band, row_of, col_of
+    )
