@@ -157,6 +157,11 @@ def _share_option(name: str, help: str):  # type: ignore[no-untyped-def]
     "thumbnails; up to 16 panels, often gutterless); 0 leaves every figure as it was.",
 )
 @_share_option(
+    "--localizers",
+    "Share of dark-ground scans (CT, fundus) drawn with a small reference image "
+    "floating beside them, unframed: one panel; 0 leaves every figure as it was.",
+)
+@_share_option(
     "--furniture",
     "Share of the other figures that also get a title and a colour legend outside every "
     "panel, as hard figures do; 0 leaves every figure as it was.",
@@ -170,6 +175,7 @@ def synth(
     max_side: int,
     hard: float,
     nested: float,
+    localizers: float,
     furniture: float,
 ) -> None:
     """Write synthetic compound figures as a YOLO dataset plus COCO JSON."""
@@ -186,6 +192,7 @@ def synth(
         hard=hard,
         nested=nested,
         furniture=furniture,
+        localizers=localizers,
         progress=sys.stderr.isatty(),
     )
     panels = sum(len(f["panels"]) for f in figures)

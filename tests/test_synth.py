@@ -246,3 +246,24 @@ def test_furniture_share_adds_ink_outside_every_panel_and_nothing_else() -> None
             strip = img[:, max(p[2] for p in fig.panels) + 2 :]
             assert (np.abs(strip - strip[0, -1]) > 40).mean() > 0.02, (index, "no legend ink")
     assert furnished >= 3
+
+
+def test_localizers_draw_a_second_scan_inside_one_panel_box() -> None:
+    """A localized panel holds two pictures on one dark ground, separated by that ground, and
+    stays one box: the layout and the boxes are those of the figure without localizers."""
+    assert make_figure(6, 1, max_side=256)[0] == make_figure(6, 1, max_side=256, localizers=0.0)[0]
+    seen = 0
+    for index in range(40):
+        plain = make_figure(6, index, max_side=4096)[1]
+        data, fig = make_figure(6, index, max_side=4096, localizers=1.0)
+        assert fig.panels == plain.panels
+        img = np.asarray(Image.open(io.BytesIO(data)).convert("L"), dtype=np.float32)
+        for i in fig.params["localized"]:
+            assert fig.params["panel_kinds"][i] in ("ct", "fundus")
+            x0, y0, x1, y1 = fig.panels[i]
+            dark = img[y0:y1, x0:x1] < 60
+            # a column of the dark ground runs down the panel between the two pictures
+            inner = np.flatnonzero(dark.mean(0) > 0.97)
+            assert len(inner) and ((inner > 4) & (inner < x1 - x0 - 5)).any(), (index, i)
+            seen += 1
+    assert seen >= 3

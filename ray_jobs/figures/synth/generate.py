@@ -105,6 +105,7 @@ def make_figure(
     hard: float = 0.0,
     nested: float = 0.0,
     furniture: float = 0.0,
+    localizers: float = 0.0,
 ) -> tuple[bytes, SynthFigure]:
     """One compound figure (JPEG bytes) and its exact ground truth.
 
@@ -112,13 +113,16 @@ def make_figure(
     plots, textures, insets, furniture, scan noise); ``nested`` the share laid out by
     successive cuts (:func:`nested_layout`: nested, uneven, up to 16 panels); ``furniture`` the
     share of the other figures that also get a hard figure's title and colour legend outside
-    every panel. Each has its own random stream, so with all at 0 every figure is byte for byte
-    what it always was, and each at 0 leaves the others' figures as they were.
+    every panel; ``localizers`` the share of dark-ground scans drawn with a small reference
+    image floating beside them (:func:`_with_localizer`). Each has its own random stream, so
+    with all at 0 every figure is byte for byte what it always was, and each at 0 leaves the
+    others' figures as they were.
     """
     rng = np.random.default_rng([seed, index])
     hard_rng = np.random.default_rng([seed, index, 0x4A2D])  # never shifts the main stream
     nested_rng = np.random.default_rng([seed, index, 0x5B17])
     furniture_rng = np.random.default_rng([seed, index, 0x6C3E])
+    localizer_rng = np.random.default_rng([seed, index, 0x7D21])
     hard_figure = bool(hard > 0 and hard_rng.random() < hard)
     nested_figure = bool(nested > 0 and nested_rng.random() < nested)
     labelled = rng.random() < 0.85
@@ -145,6 +149,7 @@ def make_figure(
     canvas = Image.new("RGB", (layout.width, layout.height), background)
     folder_panels = FolderPanels(folders) if folders else None
     kinds: list[str] = []
+    localized: list[int] = []  # panels drawn with a reference image beside the scan
     for x0, y0, x1, y1 in layout.boxes:
         w, h = x1 - x0, y1 - y0
         if folder_panels and len(folder_panels) and rng.random() < 0.5:
@@ -155,6 +160,11 @@ def make_figure(
         else:
             kind = theme or str(rng.choice(makers))
             panel = PROCEDURAL[kind](rng, w, h)
+            if localizers > 0 and kind in DARK_GROUND and localizer_rng.random() < localizers:
+                drawn = _with_localizer(localizer_rng, kind, w, h)
+                if drawn is not None:
+                    panel = drawn
+                    localized.append(len(kinds))
         kinds.append(kind)
         panel = decorate(rng, panel)
         if hard_figure:
@@ -241,6 +251,7 @@ def make_figure(
             "scale": scale,
             "hard": hard_figure,
             "furniture": added,
+            "localized": localized,
         },
     )
     return buffer.getvalue(), figure
@@ -264,6 +275,30 @@ def _hard_panel(
         ImageDraw.Draw(panel).rectangle(
             (x, y, x + iw - 1, y + ih - 1), outline=(255, 255, 0), width=2
         )
+
+
+DARK_GROUND = ("ct", "fundus")  # scans shown on a black surround
+
+
+def _with_localizer(rng: np.random.Generator, kind: str, w: int, h: int) -> Image.Image | None:
+    """A scan with a small reference image (a scout view, a key image) floating beside it on
+    the same dark ground, unframed and with no gutter of the page's colour: the caption
+    describes one picture, so it is one panel. None when the panel is too narrow for it."""
+    main_w = int(w * rng.uniform(0.6, 0.75))
+    side = int(h * rng.uniform(0.25, 0.45))
+    small_w = min(w - main_w - 10, int(side * rng.uniform(0.8, 1.3)))
+    if w < 1.2 * h or side < 24 or small_w < 24:
+        return None
+    main = PROCEDURAL[kind](rng, main_w, h)
+    small = PROCEDURAL[str(rng.choice(DARK_GROUND))](rng, small_w, side)
+    panel = Image.new("RGB", (w, h), main.getpixel((0, 0)))
+    left = bool(rng.random() < 0.75)
+    panel.paste(main, (0 if left else w - main_w, 0))
+    lo, hi = (main_w + 4, w - small_w - 4) if left else (4, w - main_w - small_w - 4)
+    x = int(rng.integers(lo, max(lo, hi) + 1))
+    y = int(float(rng.choice([0.08, 0.5, 0.92])) * (h - side))
+    panel.paste(small, (x, y))
+    return panel
 
 
 def _frame_if_unseen(panel: Image.Image, kind: str, page: tuple, margin: int) -> None:
@@ -332,19 +367,9 @@ def yolo_lines(figure: SynthFigure) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _write_one(
-    args: tuple[Path, int, int, list[str] | None, int, float, float, float],
-) -> dict:
-    out, seed, index, folders, max_side, hard, nested, furniture = args
-    data, figure = make_figure(
-        seed,
-        index,
-        folders=folders,
-        max_side=max_side,
-        hard=hard,
-        nested=nested,
-        furniture=furniture,
-    )
+def _write_one(args: tuple[Path, int, int, list[str] | None, int, dict[str, float]]) -> dict:
+    out, seed, index, folders, max_side, shares = args
+    data, figure = make_figure(seed, index, folders=folders, max_side=max_side, **shares)
     (out / "images" / figure.split / f"{figure.name}.jpg").write_bytes(data)
     (out / "labels" / figure.split / f"{figure.name}.txt").write_text(yolo_lines(figure))
     (out / "meta" / f"{figure.name}.json").write_text(json.dumps(asdict(figure), indent=1))
@@ -390,14 +415,13 @@ def write_dataset(
     workers: int | None = None,
     max_side: int = 768,
     progress: bool = False,
-    hard: float = 0.0,
-    nested: float = 0.0,
-    furniture: float = 0.0,
+    **shares: float,
 ) -> list[dict]:
-    """Write ``n`` figures in parallel; returns their ground truth in index order."""
+    """Write ``n`` figures in parallel; returns their ground truth in index order. ``shares``
+    are :func:`make_figure`'s (``hard``, ``nested``, ``furniture``, ``localizers``)."""
     for sub in ("images/train", "images/val", "labels/train", "labels/val", "meta", "annotations"):
         (out / sub).mkdir(parents=True, exist_ok=True)
-    jobs = [(out, seed, i, folders, max_side, hard, nested, furniture) for i in range(n)]
+    jobs = [(out, seed, i, folders, max_side, shares) for i in range(n)]
     workers = workers or os.cpu_count() or 1
     figures: list[dict]
     if workers == 1:
