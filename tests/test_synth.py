@@ -270,3 +270,33 @@ def test_localizers_draw_a_second_scan_inside_one_panel_box() -> None:
             assert sum(r >= 20 for r in runs) >= 2, (index, i, runs)
             seen += 1
     assert seen >= 3
+
+
+def test_one_panel_makers_hold_what_looks_like_gutters() -> None:
+    """The makers for tables, prose, heat maps and sketches draw one panel whose inside shows
+    the cues the detector must not cut at: a table's white corridors run its full height
+    between columns, prose has white rows, a heat map's cells are many colours with its own
+    colour bar, a sketch is mostly page. Always the asked size, always some ink."""
+    seen: Counter[str] = Counter()
+    for index in range(24):
+        rng = np.random.default_rng([9, index])
+        w, h = int(rng.integers(140, 320)), int(rng.integers(110, 260))
+        for name in ("column_table", "paragraph", "cell_matrix", "line_sketch"):
+            img = HARD[name](rng, w, h)
+            grey = np.asarray(img.convert("L"), dtype=np.float32)
+            assert img.size == (w, h) and (grey < 200).mean() > 0.002, (name, index)
+            ink = grey < 200
+            white_rows = int((~ink.any(1)).sum())
+            if name == "column_table":
+                rules = ink.mean(1) > 0.6  # horizontal rules cross the corridors
+                used = np.flatnonzero(ink[~rules, 4:-4].any(0))
+                seen[name] += len(used) and used[-1] - used[0] + 1 - len(used) >= 6
+            elif name == "paragraph":
+                seen[name] += white_rows >= 0.2 * h
+            elif name == "cell_matrix":
+                colours = len(np.unique(np.asarray(img).reshape(-1, 3), axis=0))
+                seen[name] += colours >= 6
+            else:
+                seen[name] += (grey > 235).mean() > 0.85
+    assert all(seen[name] >= 20 for name in HARD if name in seen), seen
+    assert len(seen) == 4

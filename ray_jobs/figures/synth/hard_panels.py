@@ -143,6 +143,129 @@ def sparse_drawing(rng: np.random.Generator, w: int, h: int) -> Image.Image:
     return img
 
 
+def column_table(rng: np.random.Generator, w: int, h: int) -> Image.Image:
+    """A table whose columns line up: white corridors run its full height between columns,
+    and white rows between its lines, yet it is one panel."""
+    img = Image.new("RGB", (w, h), (255, 255, 255))
+    draw = ImageDraw.Draw(img)
+    cols = int(rng.integers(2, 6))
+    size = int(np.clip(min(h / rng.uniform(9, 18), w / cols / 4.5), 7, 16))
+    face = font(size, bold=False, serif=bool(rng.random() < 0.4))
+    head = font(size, bold=True, serif=bool(rng.random() < 0.4))
+    lefts = np.linspace(4, w - w / cols * 0.6, cols)
+    step = int(size * rng.uniform(1.4, 2.4))
+    shaded = rng.random() < 0.25
+    y, row = 4, 0
+    while y + size + 4 < h:
+        if shaded and row % 2 == 0 and row:
+            draw.rectangle((0, y - 2, w - 1, y + size + 2), fill=(235, 235, 235))
+        for c, x in enumerate(lefts):
+            if row == 0:
+                word = str(rng.choice(["Variable", "n", "OR", "95% CI", "HR", "P value", "Age"]))
+            elif c == 0:
+                word = str(rng.choice(["Stage I", "Stage II", "Male", "Female", "Smoker", "BMI"]))
+            else:
+                word = f"{rng.uniform(0, 99):.{int(rng.integers(1, 3))}f}"
+            draw.text((float(x), y), word, fill=(0, 0, 0), font=head if row == 0 else face)
+        if row == 0 and rng.random() < 0.7:
+            draw.line((0, y + size + 3, w, y + size + 3), fill=(0, 0, 0))
+        y += step
+        row += 1
+    return img
+
+
+def paragraph(rng: np.random.Generator, w: int, h: int) -> Image.Image:
+    """Lines of prose or a bulleted list, ragged on the right, maybe under a bold heading."""
+    img = Image.new("RGB", (w, h), (255, 255, 255))
+    draw = ImageDraw.Draw(img)
+    size = int(np.clip(h / rng.uniform(10, 22), 7, 14))
+    serif = bool(rng.random() < 0.5)
+    face = font(size, serif=serif)
+    words = (
+        "patients were treated with a dose after the cohort response at follow-up imaging "
+        "showed the lesion and none of"
+    ).split()
+    y = 3
+    if rng.random() < 0.5:
+        draw.text((4, y), "Findings", fill=(0, 0, 0), font=font(size + 2, bold=True, serif=serif))
+        y += int(size * 2)
+    bullets = rng.random() < 0.4
+    while y + size < h - 2:
+        x = 4 + (size if bullets else 0)
+        if bullets:
+            draw.ellipse((4, y + size // 3, 4 + size // 3, y + 2 * size // 3), fill=(0, 0, 0))
+        line, limit = "", (w - x - 4) * rng.uniform(0.6, 1.0)
+        for word in rng.choice(words, 40):
+            if draw.textlength(f"{line} {word}", font=face) > limit:
+                break
+            line = f"{line} {word}".strip()
+        draw.text((x, y), line, fill=(0, 0, 0), font=face)
+        y += int(size * rng.uniform(1.25, 1.6)) + (size if bullets and rng.random() < 0.3 else 0)
+    return img
+
+
+def cell_matrix(rng: np.random.Generator, w: int, h: int) -> Image.Image:
+    """A heat map: a grid of coloured cells, sometimes with thin page-coloured lines between
+    them, row names on the left and a colour bar of its own on the right (inside the panel)."""
+    from matplotlib import colormaps
+
+    cmap = colormaps[str(rng.choice(["viridis", "RdBu_r", "magma", "coolwarm", "YlGnBu"]))]
+    rows, cols = int(rng.integers(3, 16)), int(rng.integers(2, 12))
+    values = rng.random((rows, cols))
+    if rng.random() < 0.5:  # structure, as clustered data shows
+        values = np.sort(values, axis=int(rng.integers(2)))
+    img = Image.new("RGB", (w, h), (255, 255, 255))
+    draw = ImageDraw.Draw(img)
+    left = int(w * rng.uniform(0.12, 0.22)) if rng.random() < 0.6 else 2
+    right = w - (int(w * 0.12) if rng.random() < 0.5 else 2)
+    top, bottom = 2, h - 2
+    gap = int(rng.choice([0, 0, 1, 2, 3]))
+    line = (255, 255, 255) if rng.random() < 0.7 else (0, 0, 0)
+    cw, ch = (right - left) / cols, (bottom - top) / rows
+    for r in range(rows):
+        for c in range(cols):
+            colour = tuple(int(255 * v) for v in cmap(float(values[r, c]))[:3])
+            box = (left + c * cw, top + r * ch, left + (c + 1) * cw - 1, top + (r + 1) * ch - 1)
+            draw.rectangle(box, fill=colour, outline=line if gap else None, width=gap or 1)
+        if left > 10:
+            draw.text(
+                (2, top + r * ch),
+                f"g{r + 1}",
+                fill=(0, 0, 0),
+                font=font(int(np.clip(ch * 0.7, 7, max(7, min(16, left / 3))))),
+            )
+    if right < w - 10:
+        x0 = right + 6
+        for k in range(top, bottom):
+            colour = tuple(int(255 * v) for v in cmap(1 - (k - top) / max(1, bottom - top))[:3])
+            draw.line((x0, k, min(w - 2, x0 + 8), k), fill=colour)
+    return img
+
+
+def line_sketch(rng: np.random.Generator, w: int, h: int) -> Image.Image:
+    """A few thin strokes, arcs and dots on white, often without a frame: a panel that is
+    almost all page, whose extent only the layout shows."""
+    img = Image.new("RGB", (w, h), (255, 255, 255))
+    draw = ImageDraw.Draw(img)
+    for _ in range(int(rng.integers(3, 9))):
+        colour = tuple(int(v) for v in rng.integers(0, 160, 3))
+        kind = rng.random()
+        if kind < 0.5:
+            points = [(float(rng.uniform(0.05, 0.95) * w), float(rng.uniform(0.05, 0.95) * h))
+                      for _ in range(int(rng.integers(2, 5)))]  # fmt: skip
+            draw.line(points, fill=colour, width=int(rng.integers(1, 4)))
+        elif kind < 0.8:
+            r = rng.uniform(0.03, 0.12) * min(w, h)
+            x, y = rng.uniform(r, w - r), rng.uniform(r, h - r)
+            draw.arc((x - r, y - r, x + r, y + r), 0, int(rng.integers(90, 361)), fill=colour)
+        else:
+            x, y = rng.uniform(0, w - 4), rng.uniform(0, h - 4)
+            draw.ellipse((x, y, x + 4, y + 4), fill=colour)
+    if rng.random() < 0.3:
+        draw.rectangle((0, 0, w - 1, h - 1), outline=(120, 120, 120))
+    return img
+
+
 HARD = {
     "gapped_bars": gapped_bars,
     "box_plot": box_plot,
@@ -151,5 +274,9 @@ HARD = {
     "bands": bands,
     "ramp": ramp,
     "sparse_drawing": sparse_drawing,
+    "column_table": column_table,
+    "paragraph": paragraph,
+    "cell_matrix": cell_matrix,
+    "line_sketch": line_sketch,
 }
 HARD_WHITE = frozenset(HARD)  # all of them meet the page in white somewhere
