@@ -148,8 +148,9 @@ def _share_option(name: str, help: str):  # type: ignore[no-untyped-def]
 @click.option("--max-side", type=click.IntRange(64), default=768, show_default=True)
 @_share_option(
     "--hard",
-    "Share of hard figures (gap-filled plots, textures, gutterless and uneven grids, "
-    "insets, titles and legends, scan noise); 0 writes the original mix byte for byte.",
+    "Share of hard figures (gap-filled plots, tables, prose, heat maps, sketches, textures, "
+    "gutterless and uneven grids, insets, titles and legends, scan noise); 0 writes the "
+    "original mix byte for byte.",
 )
 @_share_option(
     "--nested",
