@@ -128,7 +128,7 @@ class DetectorSettings(_Section):
     weights: str = "models/panel-detector/yolo11n-panels.pt"
     # reads the letter on each label box the detector finds; None: letters stay unread
     label_reader_weights: str | None = "models/label-reader/label-reader.pt"
-    # the size the shipped checkpoint (version 5, as version 4) was chosen at
+    # the size the shipped checkpoint (version 6, as versions 4 and 5) was chosen at
     imgsz: int = Field(default=320, ge=32)
     conf: float = Field(default=0.25, gt=0, lt=1)  # a panel below this is not a panel
     label_conf: float = Field(default=0.25, gt=0, lt=1)
