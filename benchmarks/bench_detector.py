@@ -4,9 +4,10 @@ First the held-out protocol (``ray_jobs/figures/protocol.py``): on the independe
 family, the generator's held-out seed and the ten real figures, F1@0.5, mAP@0.5, exact-count
 rate and panels/s for each checkpoint given (by default the shipped one and the one it
 replaced, taken out of git, each at its own image size) through the product's own path
-(``PanelDetector.detect``), for the separator cut alone, and for the detector checked by the
-cut (``second_opinion``). Then letter accuracy and pairing, then throughput: the shipped YOLO
-checkpoint against the one it replaced and RT-DETR-l.
+(``PanelDetector.detect``, which cuts boxes at a later panel's label: ``label_splits``), the
+same without those label cuts, the separator cut alone, and the detector checked by the
+separator cut (``second_opinion``). Then letter accuracy and pairing, then throughput: the
+shipped YOLO checkpoint against the one it replaced and RT-DETR-l.
 
 RT-DETR-l is built from its ultralytics YAML (the DAB-DETR-class transformer Open-PMC used),
 untrained: its boxes are meaningless, its speed is not. Both run through the same extraction
@@ -129,6 +130,20 @@ def held_out(checkpoints: list[Checkpoint], n: int, dev: bool = False) -> None:
             seconds = time.perf_counter() - start
             found = [([p.bbox for p in f.panels], [p.score for p in f.panels]) for f in figures]
             line(set_name, name, protocol.score(items, found, seconds))
+            uncut = PanelDetector(
+                DetectorSettings(weights=path, imgsz=imgsz, split_at_labels=False)
+            )
+            start = time.perf_counter()
+            plain, _ = uncut.detect(inputs, with_crops=False)
+            line(
+                set_name,
+                f"{name} without label cuts",
+                protocol.score(
+                    items,
+                    [([p.bbox for p in f.panels], [p.score for p in f.panels]) for f in plain],
+                    time.perf_counter() - start,
+                ),
+            )
             start = time.perf_counter()
             combined = [
                 second_opinion(img, boxes, scores)[:2]

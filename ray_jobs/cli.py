@@ -167,6 +167,11 @@ def _share_option(name: str, help: str):  # type: ignore[no-untyped-def]
     "Share of the other figures that also get a title and a colour legend outside every "
     "panel, as hard figures do; 0 leaves every figure as it was.",
 )
+@_share_option(
+    "--label-faces",
+    "Share of figures whose labels are set in one of the label reader's faces (sans, serif, "
+    "narrow, bold, italic) instead of DejaVu Sans; 0 leaves every figure as it was.",
+)
 def synth(
     out: str,
     count: int,
@@ -178,6 +183,7 @@ def synth(
     nested: float,
     localizers: float,
     furniture: float,
+    label_faces: float,
 ) -> None:
     """Write synthetic compound figures as a YOLO dataset plus COCO JSON."""
     from ray_jobs.figures.synth.generate import write_dataset
@@ -194,6 +200,7 @@ def synth(
         nested=nested,
         furniture=furniture,
         localizers=localizers,
+        label_faces=label_faces,
         progress=sys.stderr.isatty(),
     )
     panels = sum(len(f["panels"]) for f in figures)

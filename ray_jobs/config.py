@@ -139,6 +139,9 @@ class DetectorSettings(_Section):
     pad_px: int = Field(default=0, ge=0)  # added around each crop, clipped to the figure
     # a kept box whose grey levels vary less than this (std, 0-255) is an empty grid cell; 0: off
     blank_std: float = Field(default=4.0, ge=0)
+    # cut a box that holds a second panel's label, where the image shows an edge at the cut
+    # (``label_splits``): the detector's merges of touching white panels
+    split_at_labels: bool = True
     max_pixels: int = Field(default=80_000_000, ge=1)
     # bytes one figure takes on its way to RGB (4 a pixel, 8 for 16-bit and float images),
     # judged from the header before decoding: max_pixels alone lets a 16-bit figure take twice

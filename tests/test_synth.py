@@ -300,3 +300,35 @@ def test_one_panel_makers_hold_what_looks_like_gutters() -> None:
                 seen[name] += (grey > 235).mean() > 0.85
     assert all(seen[name] >= 20 for name in HARD if name in seen), seen
     assert len(seen) == 4
+
+
+def test_label_faces_set_labels_in_the_readers_type_inside_their_boxes() -> None:
+    """``label_faces`` has its own stream: a figure it leaves in DejaVu Sans is byte for byte
+    the figure drawn without it; the others name one of the reader's faces (never the held-out
+    family's mono or STIX), their ink differs (unless the face drawn is the generator's own),
+    and every label's ink lies inside its box."""
+    from ray_jobs.figures.letters.fonts import faces
+
+    names = {p.name for p in faces()}
+    seen: set[str] = set()
+    for index in range(16):
+        plain_data, plain = make_figure(8, index, max_side=4096)
+        data, fig = make_figure(8, index, max_side=4096, label_faces=0.7)
+        assert fig.panels == plain.panels and fig.label_texts == plain.label_texts
+        face = fig.params["label_face"]
+        if face is None or not any(fig.labels):
+            assert face is not None or data == plain_data, index
+            continue
+        assert face in names and "Mono" not in face and "STIX" not in face
+        seen.add(face)
+        if face in ("DejaVuSans.ttf", "DejaVuSans-Bold.ttf"):  # the generator's own type
+            continue
+        assert data != plain_data
+        img = np.asarray(Image.open(io.BytesIO(data)).convert("L"), dtype=np.float32)
+        before = np.asarray(Image.open(io.BytesIO(plain_data)).convert("L"), dtype=np.float32)
+        changed = np.abs(img - before) > 60
+        inside = np.zeros_like(changed)
+        for box in (b for b in fig.labels + plain.labels if b):
+            inside[box[1] : box[3], box[0] : box[2]] = True
+        assert changed.sum() > 0 and (changed & ~inside).sum() <= 0.02 * changed.sum(), index
+    assert len(seen) >= 3

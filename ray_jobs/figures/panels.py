@@ -23,6 +23,7 @@ from PIL import Image
 from ray_jobs.config import DetectorSettings
 from ray_jobs.failures import FailureRecord
 from ray_jobs.figures.images import decode_image
+from ray_jobs.figures.label_splits import split_at_labels
 from ray_jobs.figures.metrics import iou_matrix
 from ray_jobs.figures.yolo_env import ultralytics_offline
 
@@ -64,7 +65,7 @@ class Dropped:
     figure_key: str
     bbox: Box
     score: float
-    # too_small | degenerate | duplicate | overlap | merged | container | nested | blank
+    # too_small | degenerate | duplicate | overlap | merged | container | nested | blank | split
     reason: str
 
 
@@ -234,6 +235,28 @@ def drop_blank(
     return out
 
 
+def split_merged(
+    key: str,
+    image: Image.Image,
+    kept: list[tuple[Box, float]],
+    labels: list[Box],
+    reader: Any,
+    dropped: list,
+) -> list[tuple[Box, float]]:
+    """Boxes holding a later panel's label, cut into their panels (each part keeps the box's
+    score); the box that was cut is recorded as dropped (``split``)."""
+    readings = reader.read([image.crop(lb) for lb in labels])
+    grey = np.asarray(image.convert("L"))
+    boxes, cuts = split_at_labels(grey, [b for b, _ in kept], labels, readings, LETTER_MIN_SCORE)
+    if not cuts:
+        return kept
+    score = dict(kept)
+    part_score = {part: score[box] for box, parts in cuts for part in parts}
+    for box, _ in cuts:
+        dropped.append(Dropped(key, box, score[box], "split"))
+    return [(b, score.get(b, part_score.get(b))) for b in boxes]  # type: ignore[misc]
+
+
 def attach_labels(panels: list[Box], labels: list[tuple[Box, float]]) -> list[int | None]:
     """For each panel, the index of the label that names it (inside it, or just outside its
     top-left corner), or None."""
@@ -319,12 +342,6 @@ def build_panels(
         raw = []
     kept, result.dropped = select_panels(key, raw, width, height, settings)
     kept = drop_blank(key, image, kept, settings.blank_std, result.dropped)
-    if not kept:  # nothing confident: the figure is one panel
-        kept = [((0, 0, width, height), None)]  # type: ignore[list-item]
-        guard = guard or "no_confident_panel"
-    boxes = [b for b, _ in kept]
-    if len(boxes) > settings.max_panels:  # the figure fails whole: no crops, no letters read
-        with_crops, reader = False, None
     labels = [
         (
             (
@@ -338,6 +355,14 @@ def build_panels(
         for r in raw
         if r.cls == LABEL and r.score >= settings.label_conf
     ]
+    if settings.split_at_labels and reader is not None and kept and len(labels) > 1:
+        kept = split_merged(key, image, kept, [lb for lb, _ in labels], reader, result.dropped)
+    if not kept:  # nothing confident: the figure is one panel
+        kept = [((0, 0, width, height), None)]  # type: ignore[list-item]
+        guard = guard or "no_confident_panel"
+    boxes = [b for b, _ in kept]
+    if len(boxes) > settings.max_panels:  # the figure fails whole: no crops, no letters read
+        with_crops, reader = False, None
     label_of = attach_labels(boxes, labels)
     read: dict[int, tuple[str, float]] = {}
     if reader is not None:

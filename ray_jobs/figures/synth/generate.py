@@ -27,6 +27,8 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 from rich.progress import track
 
+from ray_jobs.figures.letters.fonts import face as reader_face
+from ray_jobs.figures.letters.fonts import faces
 from ray_jobs.figures.synth.fonts import font
 from ray_jobs.figures.synth.hard_panels import HARD, HARD_WHITE
 from ray_jobs.figures.synth.labels import SCHEMES, label_text
@@ -106,6 +108,7 @@ def make_figure(
     nested: float = 0.0,
     furniture: float = 0.0,
     localizers: float = 0.0,
+    label_faces: float = 0.0,
 ) -> tuple[bytes, SynthFigure]:
     """One compound figure (JPEG bytes) and its exact ground truth.
 
@@ -114,7 +117,10 @@ def make_figure(
     successive cuts (:func:`nested_layout`: nested, uneven, up to 16 panels); ``furniture`` the
     share of the other figures that also get a hard figure's title and colour legend outside
     every panel; ``localizers`` the share of dark-ground scans drawn with a small reference
-    image floating beside them (:func:`_with_localizer`). Each has its own random stream, so
+    image floating beside them (:func:`_with_localizer`); ``label_faces`` the share whose labels
+    are set in one of the label reader's faces (sans, serif, narrow, bold, italic) instead of
+    DejaVu Sans, so label boxes are found in the type real figures use. Each has its own
+    random stream, so
     with all at 0 every figure is byte for byte what it always was, and each at 0 leaves the
     others' figures as they were.
     """
@@ -123,6 +129,7 @@ def make_figure(
     nested_rng = np.random.default_rng([seed, index, 0x5B17])
     furniture_rng = np.random.default_rng([seed, index, 0x6C3E])
     localizer_rng = np.random.default_rng([seed, index, 0x7D21])
+    face_rng = np.random.default_rng([seed, index, 0x8E45])
     hard_figure = bool(hard > 0 and hard_rng.random() < hard)
     nested_figure = bool(nested > 0 and nested_rng.random() < nested)
     labelled = rng.random() < 0.85
@@ -177,6 +184,11 @@ def make_figure(
     texts: list[str | None] = []
     bold = bool(rng.random() < 0.6)
     boxed = bool(not outside and rng.random() < 0.15)
+    face_index = (
+        int(face_rng.integers(len(faces())))
+        if label_faces > 0 and face_rng.random() < label_faces
+        else None
+    )
     for i, box in enumerate(layout.boxes):
         if not labelled or (rng.random() < 0.03 and len(layout.boxes) > 1):
             labels.append(None)
@@ -184,7 +196,8 @@ def make_figure(
             continue
         text = label_text(scheme, i, layout.row_of[i], layout.col_of[i])
         size = max(10, min(label_size, (box[3] - box[1]) // 3))
-        labels.append(_draw_label(rng, canvas, box, text, outside, size, bold, boxed))
+        face = None if face_index is None else reader_face(face_index, size)
+        labels.append(_draw_label(rng, canvas, box, text, outside, size, bold, boxed, face))
         texts.append(text)
     added: list[str] = []
     furnished = hard_figure or bool(furniture > 0 and furniture_rng.random() < furniture)
@@ -252,6 +265,7 @@ def make_figure(
             "hard": hard_figure,
             "furniture": added,
             "localized": localized,
+            "label_face": None if face_index is None else faces()[face_index].name,
         },
     )
     return buffer.getvalue(), figure
@@ -418,7 +432,8 @@ def write_dataset(
     **shares: float,
 ) -> list[dict]:
     """Write ``n`` figures in parallel; returns their ground truth in index order. ``shares``
-    are :func:`make_figure`'s (``hard``, ``nested``, ``furniture``, ``localizers``)."""
+    are :func:`make_figure`'s (``hard``, ``nested``, ``furniture``, ``localizers``,
+    ``label_faces``)."""
     for sub in ("images/train", "images/val", "labels/train", "labels/val", "meta", "annotations"):
         (out / sub).mkdir(parents=True, exist_ok=True)
     jobs = [(out, seed, i, folders, max_side, shares) for i in range(n)]
