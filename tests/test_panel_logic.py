@@ -91,6 +91,22 @@ def test_a_fragment_inside_one_panel_is_dropped() -> None:
     assert [(d.bbox, d.reason) for d in dropped] == [((0, 0, 150, 340), "nested")]
 
 
+def test_a_box_far_surer_than_the_pieces_it_holds_is_the_panel() -> None:
+    """A bar chart boxed whole at 0.87 and also as two halves at 0.4 and 0.5 is one panel;
+    the same halves under a box no surer than they are stay two panels (a row box)."""
+    halves = [RawBox((0, 0, 100, 100), 0.4, PANEL), RawBox((102, 0, 200, 100), 0.5, PANEL)]
+    kept, dropped = select_panels(
+        "bars", [RawBox((0, 0, 200, 100), 0.87, PANEL), *halves], 220, 120, SETTINGS
+    )
+    assert kept == [((0, 0, 200, 100), 0.87)]
+    assert sorted(d.reason for d in dropped) == ["nested", "nested"]
+    kept, dropped = select_panels(
+        "row", [RawBox((0, 0, 200, 100), 0.55, PANEL), *halves], 220, 120, SETTINGS
+    )
+    assert [b for b, _ in kept] == [(0, 0, 100, 100), (102, 0, 200, 100)]
+    assert [d.reason for d in dropped] == ["container"]
+
+
 def test_labels_attach_inside_or_just_above() -> None:
     panels = [(0, 30, 100, 130), (110, 30, 210, 130)]
     labels = [((112, 32, 125, 45), 0.9), ((2, 10, 15, 26), 0.8), ((180, 300, 190, 310), 0.9)]

@@ -79,6 +79,7 @@ class FigurePanels:
 
 
 LETTER_MIN_SCORE = 0.7  # below this a label's letter is left unread
+CONTAINER_MARGIN = 0.1  # how much surer than its pieces a box must be to stand over them
 MIN_FIGURE_SIDE = 64  # below this no detector sees panels: the figure is one
 MAX_ASPECT = 20.0  # a strip this long letterboxes to a line of pixels
 
@@ -197,15 +198,24 @@ def select_panels(
     # panel cut in two (a single photograph read as two) and become their union, unless one
     # is far less sure than the other, which then goes
     kept = _merge_overlapping(key, kept, dropped)
-    # a box holding two or more other panels is the figure (or a row of it), not a panel
-    containers = {
-        i
-        for i, (outer, _) in enumerate(kept)
-        if sum(_contains(outer, inner) for j, (inner, _) in enumerate(kept) if j != i) >= 2
-    }
+    # a box holding two or more other panels is the figure (or a row of it), not a panel;
+    # unless it is surer than each of them by CONTAINER_MARGIN: then it is the panel and
+    # they are pieces of it (a plot cut at the white between its bars)
+    containers, fragments = set(), set()
+    for i, (outer, score) in enumerate(kept):
+        inner = [j for j, (b, _) in enumerate(kept) if j != i and _contains(outer, b)]
+        if len(inner) < 2:
+            continue
+        if score >= max(kept[j][1] for j in inner) + CONTAINER_MARGIN:
+            fragments.update(inner)
+        else:
+            containers.add(i)
+    fragments -= containers
     for i in sorted(containers):
         dropped.append(Dropped(key, kept[i][0], kept[i][1], "container"))
-    kept = [k for i, k in enumerate(kept) if i not in containers]
+    for i in sorted(fragments):
+        dropped.append(Dropped(key, kept[i][0], kept[i][1], "nested"))
+    kept = [k for i, k in enumerate(kept) if i not in containers | fragments]
     # a box (almost) inside one other box, and only that one: a fragment of a panel, or the
     # panel with a border; the more confident of the two stands
     nested = set()
