@@ -13,13 +13,12 @@ cuts it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import numpy as np
 
 Box = tuple[int, int, int, int]
 MAX_PANELS = 64  # a figure is never cut into more than this many boxes
-
-
 ROMAN = {r: i for i, r in enumerate("i ii iii iv v vi vii viii ix x xi xii".split(), 1)}
 Reading = tuple[str, float]  # what a label reads (case-folded class text) and how sure
 
@@ -181,19 +180,21 @@ def split_at_labels(
     grey: np.ndarray,
     panels: list[Box],
     labels: list[Box],
-    readings: list[Reading],
+    read: Callable[[], list[Reading]],
     min_score: float = 0.7,
 ) -> tuple[list[Box], list[tuple[Box, list[Box]]]]:
     """``panels`` with every box that holds a later panel's label cut into its panels, and
     the cuts made as (box, parts). ``grey`` is the figure in grey levels (rows, columns);
-    ``readings`` what each label reads. A box is cut only when its own corner label is found
-    too: the next label is judged against it."""
+    ``read()`` what each label reads, asked once and only when some box holds a label off its
+    own corner. A box is cut only when its own corner label is found too: the next label is
+    judged against it."""
     offset = label_offset(panels, labels)
     if offset is None or len(labels) < 2:
         return panels, []
     dx, dy, _ = offset
     step = max(3, len(panels))  # the farthest a later label of a merged box can be
     page = page_level(grey)
+    readings: list[Reading] = []
     out: list[Box] = []
     cuts: list[tuple[Box, list[Box]]] = []
     for box in panels:
@@ -207,10 +208,14 @@ def split_at_labels(
                 if abs(labels[i][0] - dx - current[0]) <= max(6.0, 0.8 * _height(labels[i]))
                 and abs(labels[i][1] - dy - current[1]) <= max(6.0, 0.8 * _height(labels[i]))
             ]
+            others = [i for i in inside if i not in corner]
+            if others and corner and not readings:
+                readings.extend(read())
             later = [
                 labels[i]
-                for i in inside
-                if any(follows(readings[c], readings[i], min_score, step) for c in corner)
+                for i in others
+                if corner
+                and any(follows(readings[c], readings[i], min_score, step) for c in corner)
             ]
             pair = (
                 _cut(grey, current, later, offset, page)

@@ -255,9 +255,14 @@ def split_merged(
 ) -> list[tuple[Box, float]]:
     """Boxes holding a later panel's label, cut into their panels (each part keeps the box's
     score); the box that was cut is recorded as dropped (``split``)."""
-    readings = reader.read([image.crop(lb) for lb in labels])
     grey = np.asarray(image.convert("L"))
-    boxes, cuts = split_at_labels(grey, [b for b, _ in kept], labels, readings, LETTER_MIN_SCORE)
+    boxes, cuts = split_at_labels(
+        grey,
+        [b for b, _ in kept],
+        labels,
+        lambda: reader.read([image.crop(lb) for lb in labels]),
+        LETTER_MIN_SCORE,
+    )
     if not cuts:
         return kept
     score = dict(kept)
