@@ -128,9 +128,10 @@ class DetectorSettings(_Section):
     weights: str = "models/panel-detector/yolo11n-panels.pt"
     # reads the letter on each label box the detector finds; None: letters stay unread
     label_reader_weights: str | None = "models/label-reader/label-reader.pt"
-    # the size the shipped checkpoint (version 6, as versions 4 and 5) was chosen at
+    # the size the shipped checkpoint (version 7, as versions 4 to 6) was chosen at
     imgsz: int = Field(default=320, ge=32)
-    conf: float = Field(default=0.25, gt=0, lt=1)  # a panel below this is not a panel
+    # a panel below this is not a panel (chosen with version 7 on the dev seeds: model card)
+    conf: float = Field(default=0.5, gt=0, lt=1)
     label_conf: float = Field(default=0.25, gt=0, lt=1)
     iou: float = Field(default=0.5, gt=0, lt=1)  # NMS overlap
     batch_size: int = Field(default=8, ge=1)
@@ -139,6 +140,8 @@ class DetectorSettings(_Section):
     pad_px: int = Field(default=0, ge=0)  # added around each crop, clipped to the figure
     # a kept box whose grey levels vary less than this (std, 0-255) is an empty grid cell; 0: off
     blank_std: float = Field(default=4.0, ge=0)
+    # ... or whose pixels are this share or less off the page's colour: bare page with a speck
+    blank_ink_share: float = Field(default=0.001, ge=0, lt=1)
     # cut a box that holds a second panel's label, where the image shows an edge at the cut
     # (``label_splits``): the detector's merges of touching white panels
     split_at_labels: bool = True

@@ -290,8 +290,8 @@ def test_the_detector_loads_its_weights_without_unpickling_code(tmp_path) -> Non
 
 
 def test_checkpoints_average_weight_by_weight(tmp_path: Path) -> None:
-    """The shipped checkpoint (version 3, the model card) is a weight-space average of two:
-    the average is exact, loads through the product's own loader, and refuses two
+    """Versions 2 to 6 of the shipped checkpoint were weight-space averages of two (the model
+    card): the average is exact, loads through the product's own loader, and refuses two
     architectures."""
     import torch
 

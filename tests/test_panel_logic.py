@@ -6,7 +6,7 @@ import io
 
 import numpy as np
 import pytest
-from PIL import Image
+from PIL import Image, ImageDraw
 
 from ray_jobs.config import DetectorSettings
 from ray_jobs.figures.metrics import Detections, average_precision, f1_at, iou_matrix, summarize
@@ -143,6 +143,25 @@ def test_empty_grid_cells_are_dropped_as_blank() -> None:
     assert [(d.bbox, d.reason) for d in fig.dropped] == [((0, 0, 58, 80), "blank")]
     off = SETTINGS.model_copy(update={"blank_std": 0})
     assert len(build_panels("k", jpeg(120, 80, 59), raw, off, "det", "v1").panels) == 2
+
+
+def test_bare_page_with_a_speck_is_blank_but_a_sparse_sketch_is_not() -> None:
+    """A strip of white page with one stray mark has a std no flat-cell threshold catches;
+    what counts is how little of it is off the page's colour. A sketch of a few thin lines
+    on the same page keeps its box."""
+    image = Image.new("RGB", (400, 240), (255, 255, 255))
+    draw = ImageDraw.Draw(image)
+    draw.rectangle((12, 100, 13, 101), fill=(0, 0, 0))  # the speck, in a 30 px strip
+    for k in range(6):  # a sketch: six thin strokes, about 1% of its box
+        draw.line((60 + 40 * k, 30, 90 + 30 * k, 200), fill=(20, 20, 90), width=1)
+    raw = [RawBox((0, 0, 30, 240), 0.6, PANEL), RawBox((40, 0, 400, 240), 0.9, PANEL)]
+    strip = np.asarray(image.convert("L"), dtype=np.float32)[:, :30]
+    assert strip.std() > SETTINGS.blank_std  # the std rule alone keeps the strip
+    fig = build_panels("k", image, raw, SETTINGS, "det", "v1")
+    assert [p.bbox for p in fig.panels] == [(40, 0, 400, 240)]
+    assert [(d.bbox, d.reason) for d in fig.dropped] == [((0, 0, 30, 240), "blank")]
+    off = SETTINGS.model_copy(update={"blank_ink_share": 0})
+    assert len(build_panels("k", image, raw, off, "det", "v1").panels) == 2
 
 
 def test_figure_without_confident_boxes_is_one_fallback_panel() -> None:

@@ -230,15 +230,25 @@ def select_panels(
 
 
 def drop_blank(
-    key: str, image: Image.Image, kept: list[tuple[Box, float]], max_std: float, dropped: list
+    key: str,
+    image: Image.Image,
+    kept: list[tuple[Box, float]],
+    max_std: float,
+    dropped: list,
+    min_ink: float = 0.0,
 ) -> list[tuple[Box, float]]:
-    """Empty cells of a figure grid (near-uniform crops) are layout, not panels."""
+    """Empty cells of a figure grid are layout, not panels: crops of near-uniform grey
+    (std under ``max_std``), or of bare page with at most a speck on it (under ``min_ink`` of
+    their pixels 30 grey levels off the page's colour, the median of the figure's edge: a
+    stray mark lifts a crop's std above any threshold a flat panel would pass)."""
     if max_std <= 0 or not kept:
         return kept
     grey = np.asarray(image.convert("L"), dtype=np.float32)
+    page = float(np.median(np.concatenate([grey[0], grey[-1], grey[:, 0], grey[:, -1]])))
     out = []
     for box, score in kept:
-        if float(grey[box[1] : box[3], box[0] : box[2]].std()) < max_std:
+        crop = grey[box[1] : box[3], box[0] : box[2]]
+        if float(crop.std()) < max_std or float((np.abs(crop - page) > 30).mean()) < min_ink:
             dropped.append(Dropped(key, box, score, "blank"))
         else:
             out.append((box, score))
@@ -356,7 +366,9 @@ def build_panels(
     if guard:
         raw = []
     kept, result.dropped = select_panels(key, raw, width, height, settings)
-    kept = drop_blank(key, image, kept, settings.blank_std, result.dropped)
+    kept = drop_blank(
+        key, image, kept, settings.blank_std, result.dropped, settings.blank_ink_share
+    )
     labels = [
         (
             (
