@@ -110,3 +110,8 @@ def decode_image(
         raise StageError(STAGE, "not_an_image", "Pillow cannot identify the format") from None
     except (OSError, SyntaxError, ValueError, EOFError) as exc:
         raise StageError(STAGE, "corrupt_image", f"{type(exc).__name__}: {exc}") from None
+
+
+def page_level(grey: np.ndarray) -> float:
+    """A figure's page colour in grey levels: the median of its outermost pixels."""
+    return float(np.median(np.concatenate([grey[0], grey[-1], grey[:, 0], grey[:, -1]])))

@@ -17,6 +17,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ray_jobs.figures.images import page_level
+
 Box = tuple[int, int, int, int]
 MAX_PANELS = 64  # a figure is never cut into more than this many boxes
 ROMAN = {r: i for i, r in enumerate("i ii iii iv v vi vii viii ix x xi xii".split(), 1)}
@@ -82,11 +84,6 @@ def label_offset(panels: list[Box], labels: list[Box]) -> tuple[float, float, fl
         return None
     dx, dy, h = np.median(np.array(found, dtype=np.float64), axis=0)
     return float(dx), float(dy), float(h)
-
-
-def page_level(grey: np.ndarray) -> float:
-    """The page's grey level: the median of the figure's outermost pixels."""
-    return float(np.median(np.concatenate([grey[0], grey[-1], grey[:, 0], grey[:, -1]])))
 
 
 def _edge(

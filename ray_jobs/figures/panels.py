@@ -22,7 +22,7 @@ from PIL import Image
 
 from ray_jobs.config import DetectorSettings
 from ray_jobs.failures import FailureRecord
-from ray_jobs.figures.images import decode_image
+from ray_jobs.figures.images import decode_image, page_level
 from ray_jobs.figures.label_splits import split_at_labels
 from ray_jobs.figures.metrics import iou_matrix
 from ray_jobs.figures.yolo_env import ultralytics_offline
@@ -239,12 +239,12 @@ def drop_blank(
 ) -> list[tuple[Box, float]]:
     """Empty cells of a figure grid are layout, not panels: crops of near-uniform grey
     (std under ``max_std``), or of bare page with at most a speck on it (under ``min_ink`` of
-    their pixels 30 grey levels off the page's colour, the median of the figure's edge: a
-    stray mark lifts a crop's std above any threshold a flat panel would pass)."""
+    their pixels 30 grey levels off the page's colour: a stray mark lifts a crop's std above
+    any threshold a flat panel would pass)."""
     if max_std <= 0 or not kept:
         return kept
     grey = np.asarray(image.convert("L"), dtype=np.float32)
-    page = float(np.median(np.concatenate([grey[0], grey[-1], grey[:, 0], grey[:, -1]])))
+    page = page_level(grey)
     out = []
     for box, score in kept:
         crop = grey[box[1] : box[3], box[0] : box[2]]
