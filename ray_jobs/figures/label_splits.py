@@ -211,8 +211,7 @@ def split_at_labels(
             later = [
                 labels[i]
                 for i in others
-                if corner
-                and any(follows(readings[c], readings[i], min_score, step) for c in corner)
+                if any(follows(readings[c], readings[i], min_score, step) for c in corner)
             ]
             pair = (
                 _cut(grey, current, later, offset, page)

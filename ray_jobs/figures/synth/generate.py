@@ -120,9 +120,8 @@ def make_figure(
     image floating beside them (:func:`_with_localizer`); ``label_faces`` the share whose labels
     are set in one of the label reader's faces (sans, serif, narrow, bold, italic) instead of
     DejaVu Sans, so label boxes are found in the type real figures use. Each has its own
-    random stream, so
-    with all at 0 every figure is byte for byte what it always was, and each at 0 leaves the
-    others' figures as they were.
+    random stream, so with all at 0 every figure is byte for byte what it always was, and each
+    at 0 leaves the others' figures as they were.
     """
     rng = np.random.default_rng([seed, index])
     hard_rng = np.random.default_rng([seed, index, 0x4A2D])  # never shifts the main stream
