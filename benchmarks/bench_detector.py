@@ -113,6 +113,21 @@ def held_out(checkpoints: list[Checkpoint], n: int, dev: bool = False) -> None:
             f"{fmt(result['exact_count'], 6)} {fmt(result['panels_per_s'], 9)}"
         )
 
+    detectors = [
+        (
+            f"{label}@{imgsz}",
+            PanelDetector(DetectorSettings(weights=path, imgsz=imgsz)),
+            PanelDetector(DetectorSettings(weights=path, imgsz=imgsz, split_at_labels=False)),
+        )
+        for label, path, imgsz in checkpoints
+    ]
+
+    def run(detector: PanelDetector, inputs: list[tuple[str, bytes]]):  # type: ignore[no-untyped-def]
+        start = time.perf_counter()
+        figures, _ = detector.detect(inputs, with_crops=False)
+        seconds = time.perf_counter() - start
+        return [([p.bbox for p in f.panels], [p.score for p in f.panels]) for f in figures], seconds
+
     for set_name, items in sets.items():
         inputs = [(item.key, item.data) for item in items]
         images = [decode_image(data) for _, data in inputs]
@@ -121,40 +136,18 @@ def held_out(checkpoints: list[Checkpoint], n: int, dev: bool = False) -> None:
         line(
             set_name, "separator cut alone", protocol.score(items, cut, time.perf_counter() - start)
         )
-        for label, path, imgsz in checkpoints:
-            detector = PanelDetector(DetectorSettings(weights=path, imgsz=imgsz))
-            name = f"{label}@{imgsz}"
+        for name, detector, uncut in detectors:
             detector.detect(inputs[:2], with_crops=False)  # warm-up
-            start = time.perf_counter()
-            figures, _ = detector.detect(inputs, with_crops=False)
-            seconds = time.perf_counter() - start
-            found = [([p.bbox for p in f.panels], [p.score for p in f.panels]) for f in figures]
+            found, seconds = run(detector, inputs)
             line(set_name, name, protocol.score(items, found, seconds))
-            uncut = PanelDetector(
-                DetectorSettings(weights=path, imgsz=imgsz, split_at_labels=False)
-            )
-            start = time.perf_counter()
-            plain, _ = uncut.detect(inputs, with_crops=False)
-            line(
-                set_name,
-                f"{name} without label cuts",
-                protocol.score(
-                    items,
-                    [([p.bbox for p in f.panels], [p.score for p in f.panels]) for f in plain],
-                    time.perf_counter() - start,
-                ),
-            )
+            line(set_name, f"{name} without label cuts", protocol.score(items, *run(uncut, inputs)))
             start = time.perf_counter()
             combined = [
                 second_opinion(img, boxes, scores)[:2]
                 for img, (boxes, scores) in zip(images, found, strict=True)
             ]
             extra = time.perf_counter() - start
-            line(
-                set_name,
-                f"{name} + cut",
-                protocol.score(items, combined, seconds + extra),
-            )
+            line(set_name, f"{name} + cut", protocol.score(items, combined, seconds + extra))
     print()
 
 

@@ -231,7 +231,7 @@ def select_panels(
 
 def drop_blank(
     key: str,
-    image: Image.Image,
+    grey: np.ndarray,
     kept: list[tuple[Box, float]],
     max_std: float,
     dropped: list,
@@ -240,10 +240,9 @@ def drop_blank(
     """Empty cells of a figure grid are layout, not panels: crops of near-uniform grey
     (std under ``max_std``), or of bare page with at most a speck on it (under ``min_ink`` of
     their pixels 30 grey levels off the page's colour: a stray mark lifts a crop's std above
-    any threshold a flat panel would pass)."""
+    any threshold a flat panel would pass). ``grey`` is the figure in grey levels."""
     if max_std <= 0 or not kept:
         return kept
-    grey = np.asarray(image.convert("L"), dtype=np.float32)
     page = page_level(grey)
     out = []
     for box, score in kept:
@@ -258,6 +257,7 @@ def drop_blank(
 def split_merged(
     key: str,
     image: Image.Image,
+    grey: np.ndarray,
     kept: list[tuple[Box, float]],
     labels: list[Box],
     reader: Any,
@@ -265,7 +265,6 @@ def split_merged(
 ) -> list[tuple[Box, float]]:
     """Boxes holding a later panel's label, cut into their panels (each part keeps the box's
     score); the box that was cut is recorded as dropped (``split``)."""
-    grey = np.asarray(image.convert("L"))
     boxes, cuts = split_at_labels(
         grey,
         [b for b, _ in kept],
@@ -366,9 +365,8 @@ def build_panels(
     if guard:
         raw = []
     kept, result.dropped = select_panels(key, raw, width, height, settings)
-    kept = drop_blank(
-        key, image, kept, settings.blank_std, result.dropped, settings.blank_ink_share
-    )
+    grey = np.asarray(image.convert("L")) if kept else np.zeros((0, 0), np.uint8)
+    kept = drop_blank(key, grey, kept, settings.blank_std, result.dropped, settings.blank_ink_share)
     labels = [
         (
             (
@@ -383,7 +381,9 @@ def build_panels(
         if r.cls == LABEL and r.score >= settings.label_conf
     ]
     if settings.split_at_labels and reader is not None and kept and len(labels) > 1:
-        kept = split_merged(key, image, kept, [lb for lb, _ in labels], reader, result.dropped)
+        kept = split_merged(
+            key, image, grey, kept, [lb for lb, _ in labels], reader, result.dropped
+        )
     if not kept:  # nothing confident: the figure is one panel
         kept = [((0, 0, width, height), None)]  # type: ignore[list-item]
         guard = guard or "no_confident_panel"
