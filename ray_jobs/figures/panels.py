@@ -365,7 +365,7 @@ def build_panels(
     if guard:
         raw = []
     kept, result.dropped = select_panels(key, raw, width, height, settings)
-    grey = np.asarray(image.convert("L")) if kept else np.zeros((0, 0), np.uint8)
+    grey = np.asarray(image.convert("L"))
     kept = drop_blank(key, grey, kept, settings.blank_std, result.dropped, settings.blank_ink_share)
     labels = [
         (
