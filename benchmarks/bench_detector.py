@@ -137,7 +137,8 @@ def held_out(checkpoints: list[Checkpoint], n: int, dev: bool = False) -> None:
             set_name, "separator cut alone", protocol.score(items, cut, time.perf_counter() - start)
         )
         for name, detector, uncut in detectors:
-            detector.detect(inputs[:2], with_crops=False)  # warm-up
+            for warm in (detector, uncut):
+                warm.detect(inputs[:2], with_crops=False)  # first-call allocations, lazy imports
             found, seconds = run(detector, inputs)
             line(set_name, name, protocol.score(items, found, seconds))
             line(set_name, f"{name} without label cuts", protocol.score(items, *run(uncut, inputs)))
