@@ -4,10 +4,11 @@ First the held-out protocol (``ray_jobs/figures/protocol.py``): on the independe
 family, the generator's held-out seed and the ten real figures, F1@0.5, mAP@0.5, exact-count
 rate and panels/s for each checkpoint given (by default the shipped one and the one it
 replaced, taken out of git, each at its own image size) through the product's own path
-(``PanelDetector.detect``, which cuts boxes at a later panel's label: ``label_splits``), the
-same without those label cuts, the separator cut alone, and the detector checked by the
+(``PanelDetector.detect``, which cuts boxes at a later panel's label, ``label_splits``, and
+reads a figure with small panels again at ``detector.zoom_imgsz``), the same without the
+label cuts and without the zoom, the separator cut alone, and the detector checked by the
 separator cut (``second_opinion``). Then letter accuracy and pairing, then throughput: the
-shipped YOLO checkpoint against the one it replaced and RT-DETR-l.
+shipped YOLO checkpoint with and without the zoom, against the one it replaced and RT-DETR-l.
 
 RT-DETR-l is built from its ultralytics YAML (the DAB-DETR-class transformer Open-PMC used),
 untrained: its boxes are meaningless, its speed is not. Both run through the same extraction
@@ -113,11 +114,19 @@ def held_out(checkpoints: list[Checkpoint], n: int, dev: bool = False) -> None:
             f"{fmt(result['exact_count'], 6)} {fmt(result['panels_per_s'], 9)}"
         )
 
+    # the product's path, then the same less one of its steps: what each step is worth
+    variants = {
+        "": {},
+        " without label cuts": {"split_at_labels": False},
+        " without zoom": {"zoom_below_px": 0},
+    }
     detectors = [
         (
             f"{label}@{imgsz}",
-            PanelDetector(DetectorSettings(weights=path, imgsz=imgsz)),
-            PanelDetector(DetectorSettings(weights=path, imgsz=imgsz, split_at_labels=False)),
+            {
+                suffix: PanelDetector(DetectorSettings(weights=path, imgsz=imgsz, **update))
+                for suffix, update in variants.items()
+            },
         )
         for label, path, imgsz in checkpoints
     ]
@@ -136,12 +145,13 @@ def held_out(checkpoints: list[Checkpoint], n: int, dev: bool = False) -> None:
         line(
             set_name, "separator cut alone", protocol.score(items, cut, time.perf_counter() - start)
         )
-        for name, detector, uncut in detectors:
-            for warm in (detector, uncut):
-                warm.detect(inputs[:2], with_crops=False)  # first-call allocations, lazy imports
-            found, seconds = run(detector, inputs)
+        for name, by_suffix in detectors:
+            for detector in by_suffix.values():
+                detector.detect(inputs[:2], with_crops=False)  # first-call allocations, imports
+            found, seconds = run(by_suffix[""], inputs)
             line(set_name, name, protocol.score(items, found, seconds))
-            line(set_name, f"{name} without label cuts", protocol.score(items, *run(uncut, inputs)))
+            for suffix, detector in list(by_suffix.items())[1:]:
+                line(set_name, f"{name}{suffix}", protocol.score(items, *run(detector, inputs)))
             start = time.perf_counter()
             combined = [
                 second_opinion(img, boxes, scores)[:2]
@@ -249,7 +259,13 @@ def main() -> None:
         rtdetr_path = Path(tmp) / "rtdetr-l-untrained.pt"
         build_model("rtdetr-l").save(str(rtdetr_path))
         rtdetr = PanelDetector(settings.model_copy(update={"weights": str(rtdetr_path)}))
-        timed = [(f"{shipped.name}@{args.imgsz}", shipped)]
+        timed = [
+            (f"{shipped.name}@{args.imgsz}", shipped),
+            (
+                f"{shipped.name} without zoom",
+                PanelDetector(settings.model_copy(update={"zoom_below_px": 0})),
+            ),
+        ]
         if previous:
             _, path, imgsz = previous
             timed.append(

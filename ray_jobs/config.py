@@ -130,6 +130,11 @@ class DetectorSettings(_Section):
     label_reader_weights: str | None = "models/label-reader/label-reader.pt"
     # the size the shipped checkpoint (version 7, as versions 4 to 6) was chosen at
     imgsz: int = Field(default=320, ge=32)
+    # a figure whose smallest panel comes out under this many pixels at ``imgsz`` is read again
+    # at ``zoom_imgsz``: the small panels of a dense figure are near the detector's limit once
+    # letterboxed, and only such figures pay for the larger size; 0: never (model card)
+    zoom_below_px: float = Field(default=35.0, ge=0)
+    zoom_imgsz: int = Field(default=416, ge=32)
     # a panel below this is not a panel (chosen with version 7 on the dev seeds: model card)
     conf: float = Field(default=0.5, gt=0, lt=1)
     label_conf: float = Field(default=0.25, gt=0, lt=1)

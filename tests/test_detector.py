@@ -19,7 +19,7 @@ from ray_jobs.config import DetectorSettings
 from ray_jobs.figures.evaluate import evaluate, load_coco, load_imageclef, load_yolo
 from ray_jobs.figures.metrics import iou_matrix
 from ray_jobs.figures.panels import PanelDetector, resolve_weights
-from ray_jobs.figures.synth.generate import write_dataset
+from ray_jobs.figures.synth.generate import make_figure, write_dataset
 
 REPO = Path(__file__).resolve().parents[1]
 WEIGHTS = resolve_weights(DetectorSettings().weights)
@@ -333,3 +333,33 @@ def _two_panels() -> bytes:
     out = io.BytesIO()
     image.save(out, "PNG")
     return out.getvalue()
+
+
+def test_figures_with_small_panels_are_read_again_at_the_zoom_size(
+    detector: PanelDetector, medicat: list[Path]
+) -> None:
+    """A figure whose smallest panel is tiny once letterboxed gets the panels the detector
+    finds at ``zoom_imgsz``; every other figure keeps those found at ``imgsz``. Each figure's
+    result is what the one size alone gives it, whatever else is in the batch."""
+    items = [(f"nested-{i}", make_figure(4242, i, nested=1.0)[0]) for i in range(12)]
+    items += [(p.name, p.read_bytes()) for p in medicat[:3]]
+    settings = detector.settings
+    assert settings.zoom_imgsz > settings.imgsz and settings.zoom_below_px > 0
+    found, failures = detector.detect(items, with_crops=False)
+    assert failures == []
+    by_size = {
+        size: PanelDetector(settings.model_copy(update={"imgsz": size, "zoom_below_px": 0}))
+        for size in (settings.imgsz, settings.zoom_imgsz)
+    }
+    alone = {size: det.detect(items, with_crops=False)[0] for size, det in by_size.items()}
+    sizes = [fig.imgsz for fig in found]
+    assert set(sizes) == {settings.imgsz, settings.zoom_imgsz}, sizes
+    for i, fig in enumerate(found):
+        reference = alone[fig.imgsz][i]  # type: ignore[index]
+        assert [p.bbox for p in fig.panels] == [p.bbox for p in reference.panels], fig.figure_key
+        scale = settings.imgsz / max(fig.width, fig.height)
+        smallest = min(min(b[2] - b[0], b[3] - b[1]) * scale for b in (p.bbox for p in fig.panels))
+        if fig.imgsz == settings.imgsz and not any(d.reason == "split" for d in fig.dropped):
+            assert smallest >= settings.zoom_below_px, fig.figure_key  # nothing small was kept
+    unzoomed = by_size[settings.imgsz]
+    assert all(fig.imgsz == settings.imgsz for fig in unzoomed.detect(items)[0])

@@ -76,6 +76,7 @@ class FigurePanels:
     height: int
     panels: list[Panel] = field(default_factory=list)
     dropped: list[Dropped] = field(default_factory=list)
+    imgsz: int | None = None  # the letterbox size the panels were found at (zoom: the larger)
 
 
 LETTER_MIN_SCORE = 0.7  # below this a label's letter is left unread
@@ -91,6 +92,17 @@ def figure_guard(width: int, height: int) -> str | None:
     if max(width, height) >= MAX_ASPECT * min(width, height):
         return "extreme_aspect"
     return None
+
+
+def needs_zoom(raw: list[RawBox], width: int, height: int, settings: DetectorSettings) -> bool:
+    """Whether a figure read at ``settings.imgsz`` is read again at ``zoom_imgsz``: when a
+    panel it keeps is under ``zoom_below_px`` on its short side once letterboxed. Such panels
+    are near the model's limit, and their dense neighbours are the ones it misses or merges."""
+    if settings.zoom_below_px <= 0 or settings.zoom_imgsz <= settings.imgsz:
+        return False
+    kept, _ = select_panels("", raw, width, height, settings)
+    scale = settings.imgsz / max(width, height)
+    return any(min(b[2] - b[0], b[3] - b[1]) * scale < settings.zoom_below_px for b, _ in kept)
 
 
 def resolve_weights(path: str) -> Path:
@@ -460,28 +472,33 @@ class PanelDetector:
         self.reader = load_reader(self.settings.label_reader_weights)
         log.info("panel detector %s (%s) on %s", self.name, self.version, self.device)
 
-    def predict(self, images: list[Image.Image]) -> list[list[RawBox]]:
+    def predict(self, images: list[Image.Image], imgsz: int | None = None) -> list[list[RawBox]]:
         """Boxes per image, whatever else is in the batch.
 
         ultralytics pads a batch to a minimal rectangle only when every image in it has the
         same shape, and to a full square otherwise, which changes the boxes and scores. Images
         are therefore batched by shape, so a figure's panels never depend on its neighbours
-        (a resumed run must produce the records an uninterrupted one would).
+        (a resumed run must produce the records an uninterrupted one would). ``imgsz``: the
+        letterbox size, the settings' by default.
         """
         groups: dict[tuple[int, int], list[int]] = {}
         for i, image in enumerate(images):
             groups.setdefault(image.size, []).append(i)
         out: list[list[RawBox]] = [[] for _ in images]
         for indices in groups.values():
-            for i, boxes in zip(indices, self._predict([images[i] for i in indices]), strict=True):
+            for i, boxes in zip(
+                indices,
+                self._predict([images[i] for i in indices], imgsz or self.settings.imgsz),
+                strict=True,
+            ):
                 out[i] = boxes
         return out
 
-    def _predict(self, images: list[Image.Image]) -> list[list[RawBox]]:
+    def _predict(self, images: list[Image.Image], imgsz: int) -> list[list[RawBox]]:
         s = self.settings
         results = self.model.predict(
             images,
-            imgsz=s.imgsz,
+            imgsz=imgsz,
             conf=min(s.conf, s.label_conf),
             iou=s.iou,
             device=self.device,
@@ -502,6 +519,14 @@ class PanelDetector:
             )
         return out
 
+    def _raws(self, images: list[Image.Image], imgsz: int) -> list[list[RawBox]]:
+        """Raw boxes per image at ``imgsz``; a guarded figure is never shown to the model."""
+        raws: list[list[RawBox]] = [[] for _ in images]
+        asked = [i for i, img in enumerate(images) if not figure_guard(*img.size)]
+        for i, boxes in zip(asked, self.predict([images[i] for i in asked], imgsz), strict=True):
+            raws[i] = boxes
+        return raws
+
     def detect(
         self, items: list[tuple[str, bytes]], with_crops: bool = True
     ) -> tuple[list[FigurePanels], list[FailureRecord]]:
@@ -513,31 +538,33 @@ class PanelDetector:
             except Exception as exc:
                 failures.append(FailureRecord.from_exception(key, STAGE, exc))
         figures: list[FigurePanels] = []
-        step = self.settings.batch_size
-        for start in range(0, len(decoded), step):
-            chunk = decoded[start : start + step]
+        s = self.settings
+        for start in range(0, len(decoded), s.batch_size):
+            chunk = decoded[start : start + s.batch_size]
             try:
-                asked = [i for i, (_, img) in enumerate(chunk) if not figure_guard(*img.size)]
-                raws = [[] for _ in chunk]  # a guarded figure is never shown to the model
-                for i, boxes in zip(asked, self.predict([chunk[i][1] for i in asked]), strict=True):
+                images = [img for _, img in chunk]
+                raws = self._raws(images, s.imgsz)
+                zoom = [i for i, img in enumerate(images) if needs_zoom(raws[i], *img.size, s)]
+                zoomed = self._raws([images[i] for i in zoom], s.zoom_imgsz)
+                for i, boxes in zip(zoom, zoomed, strict=True):
                     raws[i] = boxes
             except Exception as exc:  # a model fault fails this chunk's figures, not the job
                 failures.extend(FailureRecord.from_exception(k, STAGE, exc) for k, _ in chunk)
                 continue
-            for (key, img), raw in zip(chunk, raws, strict=True):
+            for i, ((key, img), raw) in enumerate(zip(chunk, raws, strict=True)):
                 try:
-                    figures.append(
-                        build_panels(
-                            key,
-                            img,
-                            raw,
-                            self.settings,
-                            self.name,
-                            self.version,
-                            with_crops,
-                            reader=self.reader,
-                        )
+                    figure = build_panels(
+                        key,
+                        img,
+                        raw,
+                        self.settings,
+                        self.name,
+                        self.version,
+                        with_crops,
+                        reader=self.reader,
                     )
+                    figure.imgsz = s.zoom_imgsz if i in zoom else s.imgsz
+                    figures.append(figure)
                 except Exception as exc:  # one figure's fault is that figure's failure
                     failures.append(FailureRecord.from_exception(key, STAGE, exc))
         return figures, failures

@@ -49,7 +49,16 @@ def shaping_settings(settings: Settings) -> dict[str, Any]:
     return {
         "detector": {
             k: getattr(d, k)
-            for k in ("imgsz", "conf", "label_conf", "iou", "min_side_px", "min_area_fraction")
+            for k in (
+                "imgsz",
+                "zoom_below_px",
+                "zoom_imgsz",
+                "conf",
+                "label_conf",
+                "iou",
+                "min_side_px",
+                "min_area_fraction",
+            )
         }
         | {"crop_format": d.crop_format, "max_panels": d.max_panels},
         "classifier": {
