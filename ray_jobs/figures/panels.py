@@ -557,7 +557,7 @@ class PanelDetector:
                         key,
                         img,
                         raw,
-                        self.settings,
+                        s,
                         self.name,
                         self.version,
                         with_crops,
