@@ -101,17 +101,25 @@ def held_out(checkpoints: list[Checkpoint], n: int, dev: bool = False) -> None:
         ),
         "real (medicat, 10)": protocol.real(),
     }
-    header = f"{'set':<28} {'method':<44} {'F1@0.5':>7} {'mAP@0.5':>8} {'exact':>6} {'panels/s':>9}"
+    header = (
+        f"{'set':<28} {'method':<44} {'F1@0.5':>7} {'95% CI':>13} {'mAP@0.5':>8} {'exact':>6} "
+        f"{'95% CI':>13} {'panels/s':>9}"
+    )
     print(header)
     print("-" * len(header))
 
-    def line(set_name: str, method: str, result: dict) -> None:
-        def fmt(v: float | None, width: int) -> str:
-            return f"{v:>{width}.3f}" if v is not None else f"{'-':>{width}}"
+    def fmt(v: float | None, width: int, sign: str = "") -> str:
+        return f"{v:>{sign}{width}.3f}" if v is not None else f"{'-':>{width}}"
 
+    def interval(ci: tuple[float, float] | None, sign: str = "") -> str:
+        return f"[{ci[0]:{sign}.3f},{ci[1]:{sign}.3f}]" if ci else "-"
+
+    def line(set_name: str, method: str, result: dict) -> None:
         print(
-            f"{set_name:<28} {method:<44} {fmt(result['F1@0.5'], 7)} {fmt(result['mAP@0.5'], 8)} "
-            f"{fmt(result['exact_count'], 6)} {fmt(result['panels_per_s'], 9)}"
+            f"{set_name:<28} {method:<44} {fmt(result['F1@0.5'], 7)} "
+            f"{interval(result['F1_ci']):>13} {fmt(result['mAP@0.5'], 8)} "
+            f"{fmt(result['exact_count'], 6)} {interval(result['exact_count_ci']):>13} "
+            f"{fmt(result['panels_per_s'], 9)}"
         )
 
     # the product's path, then the same less one of its steps: what each step is worth
@@ -137,6 +145,7 @@ def held_out(checkpoints: list[Checkpoint], n: int, dev: bool = False) -> None:
         seconds = time.perf_counter() - start
         return [([p.bbox for p in f.panels], [p.score for p in f.panels]) for f in figures], seconds
 
+    kept: dict[tuple[str, str], list] = {}  # (set, method) -> what it kept, for the gains
     for set_name, items in sets.items():
         inputs = [(item.key, item.data) for item in items]
         images = [decode_image(data) for _, data in inputs]
@@ -148,17 +157,41 @@ def held_out(checkpoints: list[Checkpoint], n: int, dev: bool = False) -> None:
         for name, by_suffix in detectors:
             for detector in by_suffix.values():
                 detector.detect(inputs[:2], with_crops=False)  # first-call allocations, imports
-            found, seconds = run(by_suffix[""], inputs)
-            line(set_name, name, protocol.score(items, found, seconds))
-            for suffix, detector in list(by_suffix.items())[1:]:
-                line(set_name, f"{name}{suffix}", protocol.score(items, *run(detector, inputs)))
-            start = time.perf_counter()
-            combined = [
-                second_opinion(img, boxes, scores)[:2]
-                for img, (boxes, scores) in zip(images, found, strict=True)
-            ]
-            extra = time.perf_counter() - start
-            line(set_name, f"{name} + cut", protocol.score(items, combined, seconds + extra))
+            for suffix, detector in by_suffix.items():
+                found, seconds = run(detector, inputs)
+                kept[set_name, f"{name}{suffix}"] = found
+                line(set_name, f"{name}{suffix}", protocol.score(items, found, seconds))
+                if suffix:
+                    continue
+                start = time.perf_counter()
+                combined = [
+                    second_opinion(img, boxes, scores)[:2]
+                    for img, (boxes, scores) in zip(images, found, strict=True)
+                ]
+                extra = time.perf_counter() - start
+                kept[set_name, f"{name} + cut"] = combined
+                line(set_name, f"{name} + cut", protocol.score(items, combined, seconds + extra))
+    print()
+    # paired: both methods on the same resamples of the figures, so a shared hard figure does
+    # not widen the interval of their difference
+    names = [name for name, _ in detectors]
+    pairs = [(name, f"{name}{suffix}") for name in names for suffix in list(variants)[1:]]
+    pairs += [(name, f"{name} + cut") for name in names]
+    pairs += [(names[0], other) for other in names[1:]]
+    header = (
+        f"{'set':<28} {'gain of':<26} {'over':<44} {'F1':>7} {'95% CI':>15} {'exact':>7} "
+        f"{'95% CI':>15}"
+    )
+    print(header)
+    print("-" * len(header))
+    for set_name, items in sets.items():
+        for a, b in pairs:
+            g = protocol.gain(items, kept[set_name, a], kept[set_name, b])
+            print(
+                f"{set_name:<28} {a:<26} {b:<44} {fmt(g['F1'], 7, '+')} "
+                f"{interval(g['F1_ci'], '+'):>15} {fmt(g['exact_count'], 7, '+')} "
+                f"{interval(g['exact_count_ci'], '+'):>15}"
+            )
     print()
 
 

@@ -13,7 +13,7 @@ from PIL import Image
 
 from ray_jobs.figures import protocol
 from ray_jobs.figures.heldout.figure import label_for, make_heldout_figure
-from ray_jobs.figures.metrics import iou_matrix
+from ray_jobs.figures.metrics import Detections, f1_at, iou_matrix
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -104,3 +104,32 @@ def test_score_counts_hits_misses_and_exact_counts() -> None:
     missed = protocol.score(items, whole, 1.0)
     assert missed["F1@0.5"] < 0.5 and missed["panels"] == 3
     assert missed["exact_count"] == pytest.approx(np.mean([i.count == 1 for i in items]))
+
+
+def test_intervals_and_paired_gains() -> None:
+    """F1 from per-figure counts is the matcher's F1; the bootstrap intervals hold the point
+    and vanish when nothing varies; a paired gain is zero between equal methods and clear of
+    zero when one method fails figures the other gets right."""
+    items = protocol.family(24, seed=5)
+    perfect = [(item.boxes.tolist(), [0.9] * item.count) for item in items]
+    rng = np.random.default_rng(1)
+    noisy = [  # every other figure loses a panel and gains a stray box
+        ([*b[1:], [0, 0, 5, 5]], s) if k % 2 else (b, s) for k, (b, s) in enumerate(perfect)
+    ]
+    scored = protocol.score(items, noisy, 1.0)
+    preds = [Detections(np.array(b, float), rng.uniform(0.5, 1, len(b))) for b, _ in noisy]
+    assert scored["F1@0.5"] == pytest.approx(
+        f1_at(preds, [i.boxes for i in items], 0.0)[2], abs=1e-4
+    )
+    lo, hi = scored["F1_ci"]
+    assert lo < scored["F1@0.5"] < hi < 1.0
+    assert protocol.score(items, perfect, 1.0)["F1_ci"] == (1.0, 1.0)
+    same = protocol.gain(items, noisy, noisy)
+    assert same["F1"] == 0 and same["F1_ci"] == (0.0, 0.0) and same["exact_count_ci"] == (0.0, 0.0)
+    better = protocol.gain(items, perfect, noisy)
+    assert better["F1"] == pytest.approx(1.0 - scored["F1@0.5"], abs=1e-4)
+    assert 0 < better["F1_ci"][0] <= better["F1"] <= better["F1_ci"][1]
+    assert better["exact_count"] == 0.0  # a panel swapped for a stray box keeps the count
+    real = protocol.real()
+    whole = [([(0, 0, 1, 1)], [None]) for _ in real]
+    assert protocol.gain(real, whole, whole)["F1"] is None

@@ -85,6 +85,23 @@ def f1_at(preds: list[Detections], gts: list[np.ndarray], conf: float, thr: floa
     return precision, recall, f1
 
 
+def match_counts(preds: list[Detections], gts: list[np.ndarray], thr: float = 0.5) -> np.ndarray:
+    """Per image: true positives, predictions and gold boxes (an (N, 3) int array), matched as
+    :func:`f1_at` matches them, so that F1 over any resample of images is a sum away."""
+    rows = []
+    for det, gt in zip(preds, gts, strict=True):
+        _, hits = _match([det], [gt], thr)
+        rows.append((int(hits.sum()), len(hits), len(gt)))
+    return np.array(rows, dtype=np.int64).reshape(-1, 3)
+
+
+def f1_of(counts: np.ndarray) -> float:
+    """F1 over :func:`match_counts` rows: 2·TP / (predictions + gold), which is
+    2PR / (P + R) and 0 when there is neither."""
+    tp, n_pred, n_gt = counts.reshape(-1, 3).sum(axis=0)
+    return float(2 * tp / (n_pred + n_gt)) if n_pred + n_gt else 0.0
+
+
 def summarize(preds: list[Detections], gts: list[np.ndarray], conf: float) -> dict[str, float]:
     aps = [average_precision(preds, gts, t) for t in IOU_THRESHOLDS]
     precision, recall, f1 = f1_at(preds, gts, conf)
