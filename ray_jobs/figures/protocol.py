@@ -167,7 +167,7 @@ def gain(
     }
 
 
-def run(method: Method, items: list[Item]) -> dict[str, float | None]:
+def run(method: Method, items: list[Item]) -> dict[str, float | tuple[float, float] | None]:
     start = time.perf_counter()
     found = method([(item.key, item.data) for item in items])
     return score(items, found, time.perf_counter() - start)
