@@ -98,11 +98,16 @@ def _detections(found: list[tuple[list, list]]) -> list[Detections]:
     ]
 
 
+def _boxed(items: list[Item]) -> bool:
+    """Whether every figure's gold has boxes (else only its panel count is known)."""
+    return all(item.boxes is not None for item in items)
+
+
 def figure_counts(items: list[Item], found: list[tuple[list, list]]) -> np.ndarray:
     """Per figure: true positives at IoU 0.5, kept boxes, gold boxes (0 where the gold is only a
     count) and whether the count is exact: an (N, 4) array any resample of figures sums."""
     exact = [len(b) == item.count for item, (b, _) in zip(items, found, strict=True)]
-    if all(item.boxes is not None for item in items):
+    if _boxed(items):
         counts = match_counts(_detections(found), [item.boxes for item in items])  # type: ignore[misc]
     else:
         counts = np.zeros((len(items), 3), dtype=np.int64)
@@ -131,7 +136,7 @@ def score(
     counts = figure_counts(items, found)
     f1s, exacts = _resampled(counts)
     n_panels = sum(len(b) for b, _ in found)
-    boxed = all(item.boxes is not None for item in items)
+    boxed = _boxed(items)
     out: dict[str, float | tuple[float, float] | None] = {
         "figures": len(items),
         "panels": n_panels,
@@ -158,7 +163,7 @@ def gain(
     difficulty. An interval that holds 0 is not a gain these figures can show."""
     a, b = figure_counts(items, found), figure_counts(items, baseline)
     (f1_a, ex_a), (f1_b, ex_b) = _resampled(a), _resampled(b)  # same seed: same resamples
-    boxed = all(item.boxes is not None for item in items)
+    boxed = _boxed(items)
     return {
         "F1": round(f1_of(a[:, :3]) - f1_of(b[:, :3]), 4) if boxed else None,
         "F1_ci": _interval(f1_a - f1_b) if boxed else None,
