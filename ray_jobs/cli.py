@@ -172,6 +172,11 @@ def _share_option(name: str, help: str):  # type: ignore[no-untyped-def]
     "Share of figures whose labels are set in one of the label reader's faces (sans, serif, "
     "narrow, bold, italic) instead of DejaVu Sans; 0 leaves every figure as it was.",
 )
+@_share_option(
+    "--dense",
+    "Share of plates of 8 to 36 small panels, touching or nearly, told apart by a thin grey "
+    "frame; 0 leaves every figure as it was.",
+)
 def synth(
     out: str,
     count: int,
@@ -184,6 +189,7 @@ def synth(
     localizers: float,
     furniture: float,
     label_faces: float,
+    dense: float,
 ) -> None:
     """Write synthetic compound figures as a YOLO dataset plus COCO JSON."""
     from ray_jobs.figures.synth.generate import write_dataset
@@ -201,6 +207,7 @@ def synth(
         furniture=furniture,
         localizers=localizers,
         label_faces=label_faces,
+        dense=dense,
         progress=sys.stderr.isatty(),
     )
     panels = sum(len(f["panels"]) for f in figures)

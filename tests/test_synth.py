@@ -332,3 +332,42 @@ def test_label_faces_set_labels_in_the_readers_type_inside_their_boxes() -> None
             inside[box[1] : box[3], box[0] : box[2]] = True
         assert changed.sum() > 0 and (changed & ~inside).sum() <= 0.02 * changed.sum(), index
     assert len(seen) >= 3
+
+
+def test_dense_plates_are_many_small_framed_panels_on_their_own_stream() -> None:
+    """``dense`` draws from its own stream: a figure it does not pick is byte for byte the
+    figure drawn without it. A plate holds 8 to 36 panels that never overlap, nearly touch
+    (gutter ≤ 3 px), share one kind when the style names one, and, when framed, carry the
+    style's grey on all four edges: the only boundary between touching panels of one kind."""
+    plates = framed = 0
+    for index in range(30):
+        plain_data, _ = make_figure(11, index, max_side=4096)
+        data, fig = make_figure(11, index, max_side=4096, dense=0.5)
+        style = fig.params["dense"]
+        if style is None:
+            assert data == plain_data, index
+            continue
+        plates += 1
+        boxes = fig.panels
+        assert 7 <= len(boxes) <= 36 and fig.params["layout"] == "dense"
+        for i, a in enumerate(boxes):
+            for b in boxes[i + 1 :]:
+                assert min(a[2], b[2]) <= max(a[0], b[0]) or min(a[3], b[3]) <= max(a[1], b[1])
+            gaps = [
+                max(b[0] - a[2], a[0] - b[2], b[1] - a[3], a[1] - b[3]) for b in boxes if b != a
+            ]
+            assert min(gaps) <= style["margin"], (index, a)
+        if style["kind"]:
+            assert set(fig.params["panel_kinds"]) == {style["kind"]}
+        if not style["frame_width"]:
+            continue
+        grey = np.asarray(Image.open(io.BytesIO(data)).convert("L"), dtype=np.float32)
+        labelled = [lb for lb in fig.labels if lb]
+        for x0, y0, x1, y1 in boxes:
+            edges = [grey[y0, x0:x1], grey[y1 - 1, x0:x1], grey[y0:y1, x0], grey[y0:y1, x1 - 1]]
+            if any(lb[0] < x1 and x0 < lb[2] and lb[1] < y1 and y0 < lb[3] for lb in labelled):
+                edges = edges[1:3]  # a label at a corner may cover part of a frame
+            for edge in edges:
+                assert np.median(np.abs(edge - style["frame_grey"])) < 25, (index, style)
+        framed += 1
+    assert plates >= 10 and framed >= 5

@@ -32,7 +32,13 @@ from ray_jobs.figures.letters.fonts import faces
 from ray_jobs.figures.synth.fonts import font
 from ray_jobs.figures.synth.hard_panels import HARD, HARD_WHITE
 from ray_jobs.figures.synth.labels import SCHEMES, label_text
-from ray_jobs.figures.synth.layout import Box, nested_layout, sample_layout, uneven_layout
+from ray_jobs.figures.synth.layout import (
+    Box,
+    dense_layout,
+    nested_layout,
+    sample_layout,
+    uneven_layout,
+)
 from ray_jobs.figures.synth.panels import PROCEDURAL, WHITE_KINDS, FolderPanels, decorate
 
 log = logging.getLogger(__name__)
@@ -109,6 +115,7 @@ def make_figure(
     furniture: float = 0.0,
     localizers: float = 0.0,
     label_faces: float = 0.0,
+    dense: float = 0.0,
 ) -> tuple[bytes, SynthFigure]:
     """One compound figure (JPEG bytes) and its exact ground truth.
 
@@ -119,7 +126,9 @@ def make_figure(
     every panel; ``localizers`` the share of dark-ground scans drawn with a small reference
     image floating beside them (:func:`_with_localizer`); ``label_faces`` the share whose labels
     are set in one of the label reader's faces (sans, serif, narrow, bold, italic) instead of
-    DejaVu Sans, so label boxes are found in the type real figures use. Each has its own
+    DejaVu Sans, so label boxes are found in the type real figures use; ``dense`` the share
+    drawn as plates of 8 to 36 small panels, touching or nearly, told apart by a thin frame
+    (:func:`_dense_panel`). Each has its own
     random stream, so with all at 0 every figure is byte for byte what it always was, and each
     at 0 leaves the others' figures as they were.
     """
@@ -129,6 +138,7 @@ def make_figure(
     furniture_rng = np.random.default_rng([seed, index, 0x6C3E])
     localizer_rng = np.random.default_rng([seed, index, 0x7D21])
     face_rng = np.random.default_rng([seed, index, 0x8E45])
+    dense_rng = np.random.default_rng([seed, index, 0x9F52])
     hard_figure = bool(hard > 0 and hard_rng.random() < hard)
     nested_figure = bool(nested > 0 and nested_rng.random() < nested)
     labelled = rng.random() < 0.85
@@ -143,7 +153,11 @@ def make_figure(
     # truth there, so such figures always get a gap
     blank_risk = background == (255, 255, 255) and (theme is None or theme in WHITE_KINDS)
     band = label_size + 6 if outside else 0
-    if nested_figure:
+    style = _DenseStyle.draw(dense_rng) if dense > 0 and dense_rng.random() < dense else None
+    if style is not None:
+        background = style.page
+        layout = dense_layout(dense_rng, band, margin=style.margin)
+    elif nested_figure:
         margin = int(nested_rng.choice([0, 0, 0, 1, 2, 4, 8, 14]))
         layout = nested_layout(nested_rng, band, margin=margin)
     elif hard_figure and hard_rng.random() < 0.5:
@@ -158,7 +172,9 @@ def make_figure(
     localized: list[int] = []  # panels drawn with a reference image beside the scan
     for x0, y0, x1, y1 in layout.boxes:
         w, h = x1 - x0, y1 - y0
-        if folder_panels and len(folder_panels) and rng.random() < 0.5:
+        if style is not None:
+            kind, panel = _dense_panel(dense_rng, style, w, h)
+        elif folder_panels and len(folder_panels) and rng.random() < 0.5:
             kind, panel = "folder", folder_panels.sample(rng, w, h)
         elif hard_figure and hard_rng.random() < 0.5:
             kind = str(hard_rng.choice(list(HARD)))
@@ -172,6 +188,9 @@ def make_figure(
                     panel = drawn
                     localized.append(len(kinds))
         kinds.append(kind)
+        if style is not None:
+            canvas.paste(panel, (x0, y0))
+            continue
         panel = decorate(rng, panel)
         if hard_figure:
             _hard_panel(hard_rng, panel, kind, background, layout.margin)
@@ -265,6 +284,7 @@ def make_figure(
             "furniture": added,
             "localized": localized,
             "label_face": None if face_index is None else faces()[face_index].name,
+            "dense": None if style is None else asdict(style),
         },
     )
     return buffer.getvalue(), figure
@@ -291,6 +311,47 @@ def _hard_panel(
 
 
 DARK_GROUND = ("ct", "fundus")  # scans shown on a black surround
+# kinds whose content reaches their edges, unlike a neighbour's: a plate of them shows its
+# boundaries without frames
+FILLED = ("histology", "dermoscopy", "endoscopy")
+
+
+@dataclass
+class _DenseStyle:
+    """One plate's look: its page, its gutter, the kind all its panels share (None: mixed)
+    and the grey frame around each panel (width 0: none)."""
+
+    page: tuple[int, int, int]
+    margin: int
+    kind: str | None
+    frame_grey: int
+    frame_width: int
+
+    @classmethod
+    def draw(cls, rng: np.random.Generator) -> _DenseStyle:
+        dark = bool(rng.random() < 0.35)
+        kind = str(rng.choice([*PROCEDURAL, *HARD])) if rng.random() < 0.85 else None
+        grey = int(rng.uniform(45, 150) if dark else rng.uniform(50, 210))
+        width = int(rng.choice([1, 1, 1, 2]))
+        if kind in FILLED and rng.random() < 0.4:
+            width = 0
+        page = (0, 0, 0) if dark else (255, 255, 255)
+        return cls(page, int(rng.choice([0, 0, 0, 1, 1, 2, 3])), kind, grey, width)
+
+
+def _dense_panel(
+    rng: np.random.Generator, style: _DenseStyle, w: int, h: int
+) -> tuple[str, Image.Image]:
+    """One panel of a plate. Touching panels of one kind on one ground have no boundary but
+    the thin frame each carries (a 1 px line is a third of a pixel at the detector's input),
+    so only plates of kinds whose content fills their edges go without frames."""
+    kind = style.kind or str(rng.choice([*PROCEDURAL, *HARD]))
+    panel = (PROCEDURAL.get(kind) or HARD[kind])(rng, w, h)
+    width = style.frame_width if style.kind else max(1, style.frame_width)
+    if width:
+        g = style.frame_grey
+        ImageDraw.Draw(panel).rectangle((0, 0, w - 1, h - 1), outline=(g, g, g), width=width)
+    return kind, panel
 
 
 def _with_localizer(rng: np.random.Generator, kind: str, w: int, h: int) -> Image.Image | None:
@@ -432,7 +493,7 @@ def write_dataset(
 ) -> list[dict]:
     """Write ``n`` figures in parallel; returns their ground truth in index order. ``shares``
     are :func:`make_figure`'s (``hard``, ``nested``, ``furniture``, ``localizers``,
-    ``label_faces``)."""
+    ``label_faces``, ``dense``)."""
     for sub in ("images/train", "images/val", "labels/train", "labels/val", "meta", "annotations"):
         (out / sub).mkdir(parents=True, exist_ok=True)
     jobs = [(out, seed, i, folders, max_side, shares) for i in range(n)]

@@ -181,3 +181,47 @@ def nested_layout(
     return Layout(
         "nested", width, height, boxes, (rows, cols), margin, 0, label_band, row_of, col_of
     )
+
+
+def dense_layout(
+    rng: np.random.Generator, label_band: int = 0, max_side: int = 1600, margin: int = 0
+) -> Layout:
+    """Many small panels, 8 to 36, in a grid whose columns and rows differ a little: the
+    multi-slice and multi-stain plates of real figures. Drawn at 560 px or more across so
+    that, scaled to the detector's input, a cell is 18 to 80 px: the size at which touching
+    panels separated by one thin line are lost."""
+    while True:
+        rows, cols = int(rng.integers(2, 7)), int(rng.integers(3, 11))
+        if 8 <= rows * cols <= 36:
+            break
+    if rng.random() < 0.5:  # as often tall plates as wide ones
+        rows, cols = cols, rows
+    widths = rng.uniform(0.55, 1.45, cols)
+    heights = rng.uniform(0.55, 1.45, rows) * float(rng.uniform(0.6, 1.4))
+    unit = float(rng.uniform(560, max_side)) / max(cols, rows)
+    widths = np.maximum(24, widths * unit).astype(int)
+    heights = np.maximum(24, heights * unit).astype(int)
+    scale = min(
+        1.0,
+        max_side / (widths.sum() + margin * (cols - 1)),
+        max_side / (heights.sum() + rows * label_band + margin * (rows - 1)),
+    )
+    widths = np.maximum(24, widths * scale).astype(int)
+    heights = np.maximum(24, heights * scale).astype(int)
+    xs = np.concatenate([[0], np.cumsum(widths + margin)])
+    ys = np.concatenate([[0], np.cumsum(heights + margin + label_band)])
+    boxes: list[Box] = []
+    row_of: list[int] = []
+    col_of: list[int] = []
+    for r in range(rows):
+        for c in range(cols):
+            y0 = int(ys[r]) + label_band
+            boxes.append((int(xs[c]), y0, int(xs[c] + widths[c]), y0 + int(heights[r])))
+            row_of.append(r)
+            col_of.append(c)
+    if rng.random() < 0.3:  # one panel spanning two cells
+        _merge_span(rng, boxes, row_of, col_of, rows, cols, label_band)
+    width, height = int(xs[-1] - margin), int(ys[-1] - margin)
+    return Layout(
+        "dense", width, height, boxes, (rows, cols), margin, 0, label_band, row_of, col_of
+    )

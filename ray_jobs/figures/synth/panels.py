@@ -216,7 +216,8 @@ def diagram(rng: np.random.Generator, w: int, h: int) -> Image.Image:
         bw, bh = w * rng.uniform(0.2, 0.4), h * rng.uniform(0.12, 0.22)
         x, y = rng.uniform(0, w - bw), rng.uniform(0, h - bh)
         color = tuple(int(v) for v in rng.uniform(60, 220, 3))
-        draw.rounded_rectangle((x, y, x + bw, y + bh), radius=6, outline=color, width=2)
+        radius = min(6, int(min(bw, bh) / 2))  # a plate's tiny panel has tiny boxes
+        draw.rounded_rectangle((x, y, x + bw, y + bh), radius=radius, outline=color, width=2)
         draw.text(
             (x + 4, y + 4),
             str(rng.choice(["Cell", "Gene", "Tumor", "Input", "Dose"])),
