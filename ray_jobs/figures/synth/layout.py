@@ -106,13 +106,28 @@ def uneven_layout(
     heights = rng.uniform(0.5, 1.8, rows)
     unit = float(rng.uniform(110, 300))
     widths, heights = widths * unit, heights * unit * float(rng.uniform(0.7, 1.3))
+    return _weighted_grid("uneven", widths, heights, margin, label_band, max_side, 32)
+
+
+def _weighted_grid(
+    kind: str,
+    widths: np.ndarray,
+    heights: np.ndarray,
+    margin: int,
+    label_band: int,
+    max_side: int,
+    min_side: int,
+) -> Layout:
+    """A grid of the given column widths and row heights, shrunk to fit ``max_side``, no
+    side under ``min_side``."""
+    rows, cols = len(heights), len(widths)
     scale = min(
         1.0,
         max_side / (widths.sum() + margin * (cols - 1)),
         max_side / (heights.sum() + rows * label_band + margin * (rows - 1)),
     )
-    widths = np.maximum(32, widths * scale).astype(int)
-    heights = np.maximum(32, heights * scale).astype(int)
+    widths = np.maximum(min_side, widths * scale).astype(int)
+    heights = np.maximum(min_side, heights * scale).astype(int)
     xs = np.concatenate([[0], np.cumsum(widths + margin)])
     ys = np.concatenate([[0], np.cumsum(heights + margin + label_band)])
     boxes: list[Box] = []
@@ -126,9 +141,7 @@ def uneven_layout(
             col_of.append(c)
     width = int(xs[-1] - margin)
     height = int(ys[-1] - margin)
-    return Layout(
-        "uneven", width, height, boxes, (rows, cols), margin, 0, label_band, row_of, col_of
-    )
+    return Layout(kind, width, height, boxes, (rows, cols), margin, 0, label_band, row_of, col_of)
 
 
 def nested_layout(
@@ -201,27 +214,7 @@ def dense_layout(
     unit = float(rng.uniform(560, max_side)) / max(cols, rows)
     widths = np.maximum(24, widths * unit).astype(int)
     heights = np.maximum(24, heights * unit).astype(int)
-    scale = min(
-        1.0,
-        max_side / (widths.sum() + margin * (cols - 1)),
-        max_side / (heights.sum() + rows * label_band + margin * (rows - 1)),
-    )
-    widths = np.maximum(24, widths * scale).astype(int)
-    heights = np.maximum(24, heights * scale).astype(int)
-    xs = np.concatenate([[0], np.cumsum(widths + margin)])
-    ys = np.concatenate([[0], np.cumsum(heights + margin + label_band)])
-    boxes: list[Box] = []
-    row_of: list[int] = []
-    col_of: list[int] = []
-    for r in range(rows):
-        for c in range(cols):
-            y0 = int(ys[r]) + label_band
-            boxes.append((int(xs[c]), y0, int(xs[c] + widths[c]), y0 + int(heights[r])))
-            row_of.append(r)
-            col_of.append(c)
+    layout = _weighted_grid("dense", widths, heights, margin, label_band, max_side, 24)
     if rng.random() < 0.3:  # one panel spanning two cells
-        _merge_span(rng, boxes, row_of, col_of, rows, cols, label_band)
-    width, height = int(xs[-1] - margin), int(ys[-1] - margin)
-    return Layout(
-        "dense", width, height, boxes, (rows, cols), margin, 0, label_band, row_of, col_of
-    )
+        _merge_span(rng, layout.boxes, layout.row_of, layout.col_of, rows, cols, label_band)
+    return layout
