@@ -347,9 +347,8 @@ def _dense_panel(
     so only plates of kinds whose content fills their edges go without frames."""
     kind = style.kind or str(rng.choice([*PROCEDURAL, *HARD]))
     panel = (PROCEDURAL.get(kind) or HARD[kind])(rng, w, h)
-    width = style.frame_width if style.kind else max(1, style.frame_width)
-    if width:
-        g = style.frame_grey
+    if style.frame_width:
+        g, width = style.frame_grey, style.frame_width
         ImageDraw.Draw(panel).rectangle((0, 0, w - 1, h - 1), outline=(g, g, g), width=width)
     return kind, panel
 

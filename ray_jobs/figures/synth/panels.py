@@ -205,6 +205,18 @@ def chart(rng: np.random.Generator, w: int, h: int) -> Image.Image:
     return Image.open(buffer).convert("RGB").resize((w, h))
 
 
+def _rounded_box(draw: ImageDraw.ImageDraw, box: tuple[float, ...], color: tuple) -> None:
+    """A box with 6 px corners; PIL raises for such corners on a box a few pixels high (a
+    plate's tiny panel), which gets corners half its short side instead. Tried on a 1 px
+    scratch image first, so every box PIL drew before is drawn as before, byte for byte."""
+    radius = 6
+    try:
+        ImageDraw.Draw(Image.new("RGB", (1, 1))).rounded_rectangle(box, radius=6, width=2)
+    except ValueError:
+        radius = int(min(box[2] - box[0], box[3] - box[1]) / 2)
+    draw.rounded_rectangle(box, radius=radius, outline=color, width=2)
+
+
 def diagram(rng: np.random.Generator, w: int, h: int) -> Image.Image:
     """Boxes with words joined by arrows, on white or a pale colour."""
     bg = (255, 255, 255) if rng.random() < 0.7 else tuple(int(v) for v in rng.uniform(220, 250, 3))
@@ -216,8 +228,7 @@ def diagram(rng: np.random.Generator, w: int, h: int) -> Image.Image:
         bw, bh = w * rng.uniform(0.2, 0.4), h * rng.uniform(0.12, 0.22)
         x, y = rng.uniform(0, w - bw), rng.uniform(0, h - bh)
         color = tuple(int(v) for v in rng.uniform(60, 220, 3))
-        radius = min(6, int(min(bw, bh) / 2))  # a plate's tiny panel has tiny boxes
-        draw.rounded_rectangle((x, y, x + bw, y + bh), radius=radius, outline=color, width=2)
+        _rounded_box(draw, (x, y, x + bw, y + bh), color)
         draw.text(
             (x + 4, y + 4),
             str(rng.choice(["Cell", "Gene", "Tumor", "Input", "Dose"])),
