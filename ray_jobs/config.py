@@ -147,6 +147,8 @@ class DetectorSettings(_Section):
     blank_std: float = Field(default=4.0, ge=0)
     # ... or whose pixels are this share or less off the page's colour: bare page with a speck
     blank_ink_share: float = Field(default=0.001, ge=0, lt=1)
+    # a kept box that is a colour-bar legend beside the panels is dropped (model card)
+    drop_colour_bars: bool = True
     # cut a box that holds a second panel's label, where the image shows an edge at the cut
     # (``label_splits``): the detector's merges of touching white panels
     split_at_labels: bool = True

@@ -22,6 +22,7 @@ from PIL import Image
 
 from ray_jobs.config import DetectorSettings
 from ray_jobs.failures import FailureRecord
+from ray_jobs.figures.colour_bars import is_colour_bar
 from ray_jobs.figures.images import decode_image, page_level
 from ray_jobs.figures.label_splits import split_at_labels
 from ray_jobs.figures.metrics import iou_matrix
@@ -65,7 +66,8 @@ class Dropped:
     figure_key: str
     bbox: Box
     score: float
-    # too_small | degenerate | duplicate | overlap | merged | container | nested | blank | split
+    # too_small | degenerate | duplicate | overlap | merged | container | nested | blank |
+    # colour_bar | split
     reason: str
 
 
@@ -266,6 +268,22 @@ def drop_blank(
     return out
 
 
+def drop_colour_bars(
+    key: str, image: Image.Image, kept: list[tuple[Box, float]], dropped: list
+) -> list[tuple[Box, float]]:
+    """A colour-bar legend beside the panels is furniture, not a panel (``colour_bars``). A
+    lone box stays: with nothing else kept, the figure would fall back to itself anyway."""
+    if len(kept) < 2:
+        return kept
+    out = []
+    for box, score in kept:
+        if is_colour_bar(image.crop(box)):
+            dropped.append(Dropped(key, box, score, "colour_bar"))
+        else:
+            out.append((box, score))
+    return out
+
+
 def split_merged(
     key: str,
     image: Image.Image,
@@ -379,6 +397,8 @@ def build_panels(
     kept, result.dropped = select_panels(key, raw, width, height, settings)
     grey = np.asarray(image.convert("L"))
     kept = drop_blank(key, grey, kept, settings.blank_std, result.dropped, settings.blank_ink_share)
+    if settings.drop_colour_bars:
+        kept = drop_colour_bars(key, image, kept, result.dropped)
     labels = [
         (
             (

@@ -60,7 +60,11 @@ def shaping_settings(settings: Settings) -> dict[str, Any]:
                 "min_area_fraction",
             )
         }
-        | {"crop_format": d.crop_format, "max_panels": d.max_panels},
+        | {
+            "crop_format": d.crop_format,
+            "max_panels": d.max_panels,
+            "drop_colour_bars": d.drop_colour_bars,
+        },
         "classifier": {
             "min_confidence": c.min_confidence,
             "drop_confidence": c.drop_confidence,
