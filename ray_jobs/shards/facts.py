@@ -58,12 +58,14 @@ def shaping_settings(settings: Settings) -> dict[str, Any]:
                 "iou",
                 "min_side_px",
                 "min_area_fraction",
+                "blank_std",
+                "blank_ink_share",
+                "drop_colour_bars",
+                "split_at_labels",
+                "pad_px",
+                "crop_format",
+                "max_panels",
             )
-        }
-        | {
-            "crop_format": d.crop_format,
-            "max_panels": d.max_panels,
-            "drop_colour_bars": d.drop_colour_bars,
         },
         "classifier": {
             "min_confidence": c.min_confidence,
