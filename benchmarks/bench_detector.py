@@ -103,7 +103,7 @@ def held_out(checkpoints: list[Checkpoint], n: int, dev: bool = False) -> None:
         "real (medicat, 10)": protocol.real(),
     }
     header = (
-        f"{'set':<28} {'method':<44} {'F1@0.5':>7} {'95% CI':>13} {'mAP@0.5':>8} {'exact':>6} "
+        f"{'set':<28} {'method':<48} {'F1@0.5':>7} {'95% CI':>13} {'mAP@0.5':>8} {'exact':>6} "
         f"{'95% CI':>13} {'panels/s':>9}"
     )
     print(header)
@@ -117,7 +117,7 @@ def held_out(checkpoints: list[Checkpoint], n: int, dev: bool = False) -> None:
 
     def line(set_name: str, method: str, result: dict) -> None:
         print(
-            f"{set_name:<28} {method:<44} {fmt(result['F1@0.5'], 7)} "
+            f"{set_name:<28} {method:<48} {fmt(result['F1@0.5'], 7)} "
             f"{interval(result['F1_ci']):>13} {fmt(result['mAP@0.5'], 8)} "
             f"{fmt(result['exact_count'], 6)} {interval(result['exact_count_ci']):>13} "
             f"{fmt(result['panels_per_s'], 9)}"
@@ -181,7 +181,7 @@ def held_out(checkpoints: list[Checkpoint], n: int, dev: bool = False) -> None:
     pairs += [(name, f"{name} + cut") for name in names]
     pairs += [(names[0], other) for other in names[1:]]
     header = (
-        f"{'set':<28} {'gain of':<26} {'over':<44} {'F1':>7} {'95% CI':>15} {'exact':>7} "
+        f"{'set':<28} {'gain of':<26} {'over':<48} {'F1':>7} {'95% CI':>15} {'exact':>7} "
         f"{'95% CI':>15}"
     )
     print(header)
@@ -190,7 +190,7 @@ def held_out(checkpoints: list[Checkpoint], n: int, dev: bool = False) -> None:
         for a, b in pairs:
             g = protocol.gain(items, kept[set_name, a], kept[set_name, b])
             print(
-                f"{set_name:<28} {a:<26} {b:<44} {fmt(g['F1'], 7, '+')} "
+                f"{set_name:<28} {a:<26} {b:<48} {fmt(g['F1'], 7, '+')} "
                 f"{interval(g['F1_ci'], '+'):>15} {fmt(g['exact_count'], 7, '+')} "
                 f"{interval(g['exact_count_ci'], '+'):>15}"
             )
@@ -206,7 +206,7 @@ def letters(n: int) -> None:
         print(f"no label reader at {DEFAULT_WEIGHTS}\n")
         return
     reader = LabelReader()
-    print(f"{'label set':<44} {'labels':>7} {'one by one':>11} {'by figure':>10} {'labels/s':>9}")
+    print(f"{'label set':<48} {'labels':>7} {'one by one':>11} {'by figure':>10} {'labels/s':>9}")
     for name, figures in (
         (f"generator seed 99 ({n} figures)", generator_labels(n, 99)),
         (f"family seed 2026 ({n} figures, other fonts)", family_labels(n, 2026)),
@@ -216,7 +216,7 @@ def letters(n: int) -> None:
         together = letter_accuracy(reader, figures)
         seconds = time.perf_counter() - start
         labels = sum(len(f.items) for f in figures)
-        print(f"{name:<44} {labels:>7} {alone:>11.3f} {together:>10.3f} {labels / seconds:>9.1f}")
+        print(f"{name:<48} {labels:>7} {alone:>11.3f} {together:>10.3f} {labels / seconds:>9.1f}")
     print()
     pairing(n)
 
