@@ -1,5 +1,6 @@
 """Colour-bar legends beside the panels are dropped; no panel of either figure family is taken
-for one. Both families draw their legends (and their gradient panels) in their own code."""
+for one. Both families draw their legends (and their gradient panels) in their own code, and
+matplotlib draws a third kind of bar."""
 
 from __future__ import annotations
 
@@ -81,6 +82,55 @@ def test_colour_bars_are_recognised_either_way_up_and_through_jpeg() -> None:
     assert is_colour_bar(big)
     square = _bar(False, 90).crop((0, 0, 60, 60))  # not a strip
     assert not is_colour_bar(square)
+
+
+def _matplotlib_bar(cmap: str, vertical: bool, length: float) -> Image.Image:
+    """A colour bar as matplotlib draws one (outline, ticks, tick labels), boxed tightly to
+    its ink as a detector boxes it, in JPEG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=(1.0, length) if vertical else (length, 1.0), dpi=100)
+    ax = fig.add_axes((0.1, 0.1, 0.25, 0.8) if vertical else (0.1, 0.6, 0.8, 0.25))
+    matplotlib.colorbar.ColorbarBase(
+        ax, cmap=cmap, orientation="vertical" if vertical else "horizontal"
+    )
+    out = io.BytesIO()
+    fig.savefig(out, format="jpeg", pil_kwargs={"quality": 75})
+    plt.close(fig)
+    image = Image.open(io.BytesIO(out.getvalue())).convert("RGB")
+    ink = np.asarray(image.convert("L")) < 200
+    ys, xs = np.flatnonzero(ink.any(axis=1)), np.flatnonzero(ink.any(axis=0))
+    return image.crop((max(0, xs[0] - 2), max(0, ys[0] - 2), xs[-1] + 3, ys[-1] + 3))
+
+
+def test_colour_bars_of_common_colour_maps_as_matplotlib_draws_them() -> None:
+    """Not only the two families' own bars: sequential, diverging and rainbow maps, short and
+    long, either way up (a diverging map's channels rise and fall; "hot" moves one channel at
+    a time)."""
+    missed = [
+        (cmap, vertical, length)
+        for cmap in ("viridis", "gray", "hot", "RdBu", "jet", "Spectral")
+        for vertical in (True, False)
+        for length in (2.0, 4.0)
+        if not is_colour_bar(_matplotlib_bar(cmap, vertical, length))
+    ]
+    assert missed == []
+
+
+def test_blurred_spots_on_a_dark_ground_are_not_a_colour_bar() -> None:
+    """A fluorescence strip of the training generator: its colour changes smoothly all along
+    it and the ground beside the spots is flat, but it returns to the ground between them."""
+    data, fig = make_figure(
+        4321, 70, hard=0.6, nested=0.3, furniture=0.5, localizers=0.2, dense=0.3
+    )
+    image = Image.open(io.BytesIO(data)).convert("RGB")
+    assert (186, 0, 564, 120) in fig.panels
+    strip = image.crop((186, 0, 564, 120))
+    assert not is_colour_bar(strip)
+    assert not is_colour_bar(strip.transpose(Image.Transpose.ROTATE_90))
 
 
 def test_no_panel_of_either_family_is_taken_for_a_colour_bar() -> None:
