@@ -8,8 +8,9 @@ replaced, taken out of git, each at its own image size) through the product's ow
 reads a figure with small panels again at ``detector.zoom_imgsz``), the same without the
 label cuts, without the zoom and without dropping colour-bar legends (``colour_bars``), the
 separator cut alone, and the detector checked by the separator cut (``second_opinion``). Then
-letter accuracy and pairing, then throughput: the shipped YOLO checkpoint with and without
-the zoom and the colour-bar drop, against the one it replaced and RT-DETR-l.
+letter accuracy and pairing, then (and alone, with ``--ceiling``) the stage against a perfect
+choice among the detector's own proposals, then throughput: the shipped YOLO checkpoint with
+and without the zoom and the colour-bar drop, against the one it replaced and RT-DETR-l.
 
 RT-DETR-l is built from its ultralytics YAML (the DAB-DETR-class transformer Open-PMC used),
 untrained: its boxes are meaningless, its speed is not. Both run through the same extraction
@@ -31,7 +32,7 @@ from ray_jobs.config import DetectorSettings
 from ray_jobs.figures import protocol
 from ray_jobs.figures.detector_train import build_model
 from ray_jobs.figures.images import decode_image
-from ray_jobs.figures.panels import PanelDetector, resolve_weights
+from ray_jobs.figures.panels import PANEL, PanelDetector, resolve_weights
 from ray_jobs.figures.second_opinion import cut_panels, second_opinion
 from ray_jobs.figures.synth.generate import make_figure, write_dataset
 
@@ -197,6 +198,51 @@ def held_out(checkpoints: list[Checkpoint], n: int, dev: bool = False) -> None:
     print()
 
 
+CEILING_FLOORS = (0.5, 0.25, 0.05, 0.01)
+
+
+def ceiling(n: int, dev: bool = False) -> None:
+    """The stage against a perfect choice among the shipped detector's own proposals, at
+    several confidence floors (``protocol.proposal_ceiling``): where the stage falls short of
+    the ceiling, choosing better can gain; where the ceiling falls short of 1, the detector
+    never proposes the panel."""
+    (family_seed, family_n), (generator_seed, generator_n) = (
+        (DEV["family"], DEV["generator"])
+        if dev
+        else ((protocol.FAMILY_SEED, n), (protocol.GENERATOR_SEED, n))
+    )
+    sets = {
+        f"family (seed {family_seed}, {family_n})": protocol.family(family_n, family_seed),
+        f"generator (seed {generator_seed}, {generator_n})": protocol.generator(
+            generator_n, generator_seed
+        ),
+    }
+    detector = PanelDetector(DetectorSettings())
+    header = f"{'set':<28} {'stage':>13}" + "".join(
+        f" {f'ceiling {floor}':>15}" for floor in CEILING_FLOORS
+    )
+    print("F1@0.5 / exact count: the stage, and a perfect choice among proposals at each floor")
+    print(header)
+    print("-" * len(header))
+    for set_name, items in sets.items():
+        inputs = [(item.key, item.data) for item in items]
+        figures, _ = detector.detect(inputs, with_crops=False)
+        stage = protocol.score(
+            items, [([p.bbox for p in f.panels], [p.score for p in f.panels]) for f in figures], 0
+        )
+        raws = detector.proposals(inputs, min(CEILING_FLOORS))
+        cells = [f"{stage['F1@0.5']:.3f} / {stage['exact_count']:.3f}"]
+        for floor in CEILING_FLOORS:
+            proposed = [
+                [(r.box, r.score) for r in raw if r.cls == PANEL and r.score >= floor]
+                for raw in raws
+            ]
+            top = protocol.score(items, protocol.proposal_ceiling(items, proposed), 0)
+            cells.append(f"{top['F1@0.5']:.3f} / {top['exact_count']:.3f}")
+        print(f"{set_name:<28} {cells[0]:>13}" + "".join(f" {c:>15}" for c in cells[1:]))
+    print()
+
+
 def letters(n: int) -> None:
     """Letter accuracy of the shipped label reader on held-out gold label crops."""
     from ray_jobs.figures.letters.evaluate import family_labels, generator_labels, letter_accuracy
@@ -275,7 +321,16 @@ def main() -> None:
         help="score the checkpoints on the dev seeds (family 7, generator 98) and stop: "
         "what a new checkpoint is chosen on, before the test seeds are scored once",
     )
+    parser.add_argument(
+        "--ceiling",
+        action="store_true",
+        help="print the stage against a perfect choice among the detector's own proposals "
+        "(on the dev seeds with --dev) and stop",
+    )
     args = parser.parse_args()
+    if args.ceiling:
+        ceiling(args.held_out, dev=args.dev)
+        return
     settings = DetectorSettings(imgsz=args.imgsz)
     with tempfile.TemporaryDirectory() as tmp:
         previous = previous_checkpoint(Path(tmp))
@@ -289,6 +344,7 @@ def main() -> None:
         if args.dev:
             return
         letters(args.held_out)
+        ceiling(args.held_out)
         items = figures(args.synthetic)
         shipped = PanelDetector(settings)
         rtdetr_path = Path(tmp) / "rtdetr-l-untrained.pt"

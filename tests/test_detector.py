@@ -363,3 +363,29 @@ def test_figures_with_small_panels_are_read_again_at_the_zoom_size(
             assert smallest >= settings.zoom_below_px, fig.figure_key  # nothing small was kept
     unzoomed = by_size[settings.imgsz]
     assert all(fig.imgsz == settings.imgsz for fig in unzoomed.detect(items)[0])
+
+
+def test_proposals_are_the_boxes_the_stage_chooses_from(
+    detector: PanelDetector, medicat: list[Path]
+) -> None:
+    """``proposals`` returns every box over its floor at the size the stage reads each figure
+    at: a lower floor keeps each box of a higher one, and each panel the stage keeps uncut is
+    one of the proposals over the stage's own threshold, or the union of two that overlap."""
+    items = [(p.name, p.read_bytes()) for p in medicat[:4]]
+    items += [(f"nested-{i}", make_figure(4242, i, nested=1.0)[0]) for i in range(4)]
+    items.append(("broken", b"not an image"))
+    low, high = detector.proposals(items, 0.05), detector.proposals(items, 0.3)
+    assert len(low) == len(high) == len(items) and low[-1] == high[-1] == []
+    assert sum(len(r) for r in low) > sum(len(r) for r in high) > 0
+    for lo, hi in zip(low, high, strict=True):
+        assert all(r.score >= 0.3 for r in hi) and all(r.score >= 0.05 for r in lo)
+        assert {(r.box, r.cls) for r in hi} <= {(r.box, r.cls) for r in lo}
+    found, _ = detector.detect(items[:-1], with_crops=False)
+    conf = detector.settings.conf
+    for fig, raw in zip(found, detector.proposals(items[:-1], conf), strict=True):
+        if any(d.reason == "split" for d in fig.dropped):
+            continue
+        proposed = [r.box for r in raw if r.cls == 0]
+        kept = [p.bbox for p in fig.panels if p.score is not None]
+        if kept:
+            assert (iou_matrix(kept, proposed).max(axis=1) >= 0.5).all(), fig.figure_key

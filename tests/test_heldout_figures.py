@@ -133,3 +133,24 @@ def test_intervals_and_paired_gains() -> None:
     real = protocol.real()
     whole = [([(0, 0, 1, 1)], [None]) for _ in real]
     assert protocol.gain(real, whole, whole)["F1"] is None
+
+
+def test_proposal_ceiling_takes_the_best_proposal_for_each_gold_panel() -> None:
+    """Each gold panel gets the proposal that overlaps it most, if IoU 0.5 or more, and no
+    proposal serves two; a merge, a fragment or a duplicate of a taken box is left out, and
+    a figure where nothing is chosen keeps the whole figure, as the stage does."""
+    page = io.BytesIO()
+    Image.new("RGB", (400, 200), "white").save(page, "PNG")
+    gold = np.array([(0, 0, 100, 200), (100, 0, 200, 200), (200, 0, 400, 200)], float)
+    items = [protocol.Item(f"three-{k}", page.getvalue(), gold, 3) for k in range(2)]
+    merged, fragment, near = (0, 0, 210, 200), (0, 0, 40, 200), (2, 1, 99, 198)
+    proposals = [  # IoU with the first panel: 0.48, 0.4, 1, 0.95
+        [(merged, 0.9), (fragment, 0.8), ((0, 0, 100, 200), 0.3), (near, 0.6)],
+        [((150, 0, 250, 200), 0.9)],  # astride two panels: IoU 1/3 and 1/5
+    ]
+    (boxes, scores), (fallback, _) = protocol.proposal_ceiling(items, proposals)
+    assert boxes == [(0.0, 0.0, 100.0, 200.0)] and scores == [1.0]
+    assert fallback == [(0.0, 0.0, 400.0, 200.0)]
+    assert protocol.score(items[:1], [(boxes, scores)], 0)["F1@0.5"] == 0.5
+    with pytest.raises(ValueError, match="gold boxes"):
+        protocol.proposal_ceiling(protocol.real()[:1], [[]])

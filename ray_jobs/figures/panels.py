@@ -492,14 +492,17 @@ class PanelDetector:
         self.reader = load_reader(self.settings.label_reader_weights)
         log.info("panel detector %s (%s) on %s", self.name, self.version, self.device)
 
-    def predict(self, images: list[Image.Image], imgsz: int | None = None) -> list[list[RawBox]]:
+    def predict(
+        self, images: list[Image.Image], imgsz: int | None = None, conf: float | None = None
+    ) -> list[list[RawBox]]:
         """Boxes per image, whatever else is in the batch.
 
         ultralytics pads a batch to a minimal rectangle only when every image in it has the
         same shape, and to a full square otherwise, which changes the boxes and scores. Images
         are therefore batched by shape, so a figure's panels never depend on its neighbours
         (a resumed run must produce the records an uninterrupted one would). ``imgsz``: the
-        letterbox size, the settings' by default.
+        letterbox size, the settings' by default; ``conf``: the floor of the boxes returned, the
+        lower of the panel and label thresholds by default.
         """
         groups: dict[tuple[int, int], list[int]] = {}
         for i, image in enumerate(images):
@@ -508,18 +511,20 @@ class PanelDetector:
         for indices in groups.values():
             for i, boxes in zip(
                 indices,
-                self._predict([images[i] for i in indices], imgsz or self.settings.imgsz),
+                self._predict([images[i] for i in indices], imgsz or self.settings.imgsz, conf),
                 strict=True,
             ):
                 out[i] = boxes
         return out
 
-    def _predict(self, images: list[Image.Image], imgsz: int) -> list[list[RawBox]]:
+    def _predict(
+        self, images: list[Image.Image], imgsz: int, conf: float | None = None
+    ) -> list[list[RawBox]]:
         s = self.settings
         results = self.model.predict(
             images,
             imgsz=imgsz,
-            conf=min(s.conf, s.label_conf),
+            conf=min(s.conf, s.label_conf) if conf is None else conf,
             iou=s.iou,
             device=self.device,
             quantize=16 if self.half else None,  # fp16 on a GPU (replaces "half")
@@ -539,13 +544,46 @@ class PanelDetector:
             )
         return out
 
-    def _raws(self, images: list[Image.Image], imgsz: int) -> list[list[RawBox]]:
+    def _raws(
+        self, images: list[Image.Image], imgsz: int, conf: float | None = None
+    ) -> list[list[RawBox]]:
         """Raw boxes per image at ``imgsz``; a guarded figure is never shown to the model."""
         raws: list[list[RawBox]] = [[] for _ in images]
         asked = [i for i, img in enumerate(images) if not figure_guard(*img.size)]
-        for i, boxes in zip(asked, self.predict([images[i] for i in asked], imgsz), strict=True):
+        for i, boxes in zip(
+            asked, self.predict([images[i] for i in asked], imgsz, conf), strict=True
+        ):
             raws[i] = boxes
         return raws
+
+    def _read(
+        self, images: list[Image.Image], conf: float | None = None
+    ) -> tuple[list[list[RawBox]], list[int]]:
+        """Raw boxes per image at the size the stage reads it at, and which images were zoomed
+        (``needs_zoom`` judges the boxes at the stage's own thresholds whatever ``conf`` is)."""
+        s = self.settings
+        raws = self._raws(images, s.imgsz, conf)
+        zoom = [i for i, img in enumerate(images) if needs_zoom(raws[i], *img.size, s)]
+        zoomed = self._raws([images[i] for i in zoom], s.zoom_imgsz, conf)
+        for i, boxes in zip(zoom, zoomed, strict=True):
+            raws[i] = boxes
+        return raws, zoom
+
+    def proposals(self, items: list[tuple[str, bytes]], conf: float) -> list[list[RawBox]]:
+        """Every box the model proposes at ``conf`` or more, per figure, at the size the stage
+        reads that figure at: what a perfect choice among them could reach
+        (``protocol.proposal_ceiling``) tells a detector that does not see a panel from a stage
+        that does not choose it. For measuring; figures that fail to decode get no boxes."""
+        images = []
+        for _, data in items:
+            try:
+                images.append(decode_image(data, self.settings.max_pixels))
+            except Exception:  # a figure that does not decode proposes nothing
+                images.append(Image.new("RGB", (1, 1)))
+        out: list[list[RawBox]] = []
+        for start in range(0, len(images), self.settings.batch_size):
+            out.extend(self._read(images[start : start + self.settings.batch_size], conf)[0])
+        return out
 
     def detect(
         self, items: list[tuple[str, bytes]], with_crops: bool = True
@@ -562,12 +600,7 @@ class PanelDetector:
         for start in range(0, len(decoded), s.batch_size):
             chunk = decoded[start : start + s.batch_size]
             try:
-                images = [img for _, img in chunk]
-                raws = self._raws(images, s.imgsz)
-                zoom = [i for i, img in enumerate(images) if needs_zoom(raws[i], *img.size, s)]
-                zoomed = self._raws([images[i] for i in zoom], s.zoom_imgsz)
-                for i, boxes in zip(zoom, zoomed, strict=True):
-                    raws[i] = boxes
+                raws, zoom = self._read([img for _, img in chunk])
             except Exception as exc:  # a model fault fails this chunk's figures, not the job
                 failures.extend(FailureRecord.from_exception(k, STAGE, exc) for k, _ in chunk)
                 continue

@@ -17,6 +17,7 @@ for the difference of two methods on the same figures.
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import time
@@ -25,8 +26,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
-from ray_jobs.figures.metrics import Detections, average_precision, f1_of, match_counts
+from ray_jobs.figures.metrics import (
+    Detections,
+    average_precision,
+    f1_of,
+    iou_matrix,
+    match_counts,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 MEDICAT = REPO.parent / "shared" / "data" / "medicat_figures"
@@ -170,6 +178,34 @@ def gain(
         "exact_count": round(float(a[:, 3].mean() - b[:, 3].mean()), 4),
         "exact_count_ci": _interval(ex_a - ex_b),
     }
+
+
+def proposal_ceiling(
+    items: list[Item], proposals: list[list[tuple[tuple[float, ...], float]]]
+) -> list[tuple[list, list]]:
+    """What a perfect choice among a detector's own proposals keeps: for each gold panel the
+    proposal that overlaps it most (each proposal used once, pairs taken best first), if that
+    is IoU 0.5 or more. ``proposals``: per figure, (box, score) of the panel boxes proposed.
+    A figure where none is chosen keeps the whole figure, as the stage does. Scored with
+    :func:`score`, the gap between this and the stage is what choosing better could gain; the
+    gap between this and 1 is what the detector does not propose at all."""
+    found: list[tuple[list, list]] = []
+    for item, proposed in zip(items, proposals, strict=True):
+        if item.boxes is None:
+            raise ValueError(f"{item.key}: the ceiling needs gold boxes, not only a count")
+        boxes = np.array([b for b, _ in proposed], float).reshape(-1, 4)
+        ious = iou_matrix(item.boxes, boxes)
+        chosen: list[tuple[float, ...]] = []
+        while ious.size and ious.max() >= 0.5:
+            g, p = np.unravel_index(int(ious.argmax()), ious.shape)
+            chosen.append(tuple(float(v) for v in boxes[p]))
+            ious[g, :] = 0
+            ious[:, p] = 0
+        if not chosen:
+            width, height = Image.open(io.BytesIO(item.data)).size
+            chosen = [(0.0, 0.0, float(width), float(height))]
+        found.append((chosen, [1.0] * len(chosen)))
+    return found
 
 
 def run(method: Method, items: list[Item]) -> dict[str, float | tuple[float, float] | None]:
