@@ -89,8 +89,9 @@ def previous_checkpoint(folder: Path) -> Checkpoint | None:
 DEV = {"family": (7, 200), "generator": (98, 100)}
 
 
-def held_out(checkpoints: list[Checkpoint], n: int, dev: bool = False) -> None:
-    """One row per (set, method): what each checkpoint and the cut deliver on unseen figures."""
+def held_out_sets(n: int, dev: bool, real: bool = True) -> dict[str, list[protocol.Item]]:
+    """The family's and the generator's test seeds at ``n`` figures each (their dev seeds with
+    ``dev``), and the ten real figures."""
     (family_seed, family_n), (generator_seed, generator_n) = (
         (DEV["family"], DEV["generator"])
         if dev
@@ -101,8 +102,15 @@ def held_out(checkpoints: list[Checkpoint], n: int, dev: bool = False) -> None:
         f"generator (seed {generator_seed}, {generator_n})": protocol.generator(
             generator_n, generator_seed
         ),
-        "real (medicat, 10)": protocol.real(),
     }
+    if real:
+        sets["real (medicat, 10)"] = protocol.real()
+    return sets
+
+
+def held_out(checkpoints: list[Checkpoint], n: int, dev: bool = False) -> None:
+    """One row per (set, method): what each checkpoint and the cut deliver on unseen figures."""
+    sets = held_out_sets(n, dev)
     header = (
         f"{'set':<28} {'method':<48} {'F1@0.5':>7} {'95% CI':>13} {'mAP@0.5':>8} {'exact':>6} "
         f"{'95% CI':>13} {'panels/s':>9}"
@@ -201,24 +209,13 @@ def held_out(checkpoints: list[Checkpoint], n: int, dev: bool = False) -> None:
 CEILING_FLOORS = (0.5, 0.25, 0.05, 0.01)
 
 
-def ceiling(n: int, dev: bool = False) -> None:
-    """The stage against a perfect choice among the shipped detector's own proposals, at
-    several confidence floors (``protocol.proposal_ceiling``): where the stage falls short of
+def ceiling(checkpoints: list[Checkpoint], n: int, dev: bool = False) -> None:
+    """Each checkpoint's stage against a perfect choice among its own proposals, at several
+    confidence floors (``protocol.proposal_ceiling``): where the stage falls short of
     the ceiling, choosing better can gain; where the ceiling falls short of 1, the detector
     never proposes the panel."""
-    (family_seed, family_n), (generator_seed, generator_n) = (
-        (DEV["family"], DEV["generator"])
-        if dev
-        else ((protocol.FAMILY_SEED, n), (protocol.GENERATOR_SEED, n))
-    )
-    sets = {
-        f"family (seed {family_seed}, {family_n})": protocol.family(family_n, family_seed),
-        f"generator (seed {generator_seed}, {generator_n})": protocol.generator(
-            generator_n, generator_seed
-        ),
-    }
-    detector = PanelDetector(DetectorSettings())
-    header = f"{'set':<28} {'stage':>13}" + "".join(
+    sets = held_out_sets(n, dev, real=False)
+    header = f"{'set':<28} {'checkpoint':<24} {'stage':>13}" + "".join(
         f" {f'ceiling {floor}':>15}" for floor in CEILING_FLOORS
     )
     print("F1@0.5 / exact count: the stage, and a perfect choice among proposals at each floor")
@@ -226,20 +223,24 @@ def ceiling(n: int, dev: bool = False) -> None:
     print("-" * len(header))
     for set_name, items in sets.items():
         inputs = [(item.key, item.data) for item in items]
-        figures, _ = detector.detect(inputs, with_crops=False)
-        stage = protocol.score(
-            items, [([p.bbox for p in f.panels], [p.score for p in f.panels]) for f in figures], 0
-        )
-        raws = detector.proposals(inputs, min(CEILING_FLOORS))
-        cells = [f"{stage['F1@0.5']:.3f} / {stage['exact_count']:.3f}"]
-        for floor in CEILING_FLOORS:
-            proposed = [
-                [(r.box, r.score) for r in raw if r.cls == PANEL and r.score >= floor]
-                for raw in raws
-            ]
-            top = protocol.score(items, protocol.proposal_ceiling(items, proposed), 0)
-            cells.append(f"{top['F1@0.5']:.3f} / {top['exact_count']:.3f}")
-        print(f"{set_name:<28} {cells[0]:>13}" + "".join(f" {c:>15}" for c in cells[1:]))
+        for name, path, imgsz in checkpoints:
+            detector = PanelDetector(DetectorSettings(weights=path, imgsz=imgsz))
+            figures, _ = detector.detect(inputs, with_crops=False)
+            found = [([p.bbox for p in f.panels], [p.score for p in f.panels]) for f in figures]
+            stage = protocol.score(items, found, 0)
+            raws = detector.proposals(inputs, min(CEILING_FLOORS))
+            cells = [f"{stage['F1@0.5']:.3f} / {stage['exact_count']:.3f}"]
+            for floor in CEILING_FLOORS:
+                proposed = [
+                    [(r.box, r.score) for r in raw if r.cls == PANEL and r.score >= floor]
+                    for raw in raws
+                ]
+                top = protocol.score(items, protocol.proposal_ceiling(items, proposed), 0)
+                cells.append(f"{top['F1@0.5']:.3f} / {top['exact_count']:.3f}")
+            print(
+                f"{set_name:<28} {f'{name}@{imgsz}':<24} {cells[0]:>13}"
+                + "".join(f" {c:>15}" for c in cells[1:])
+            )
     print()
 
 
@@ -324,13 +325,10 @@ def main() -> None:
     parser.add_argument(
         "--ceiling",
         action="store_true",
-        help="print the stage against a perfect choice among the detector's own proposals "
+        help="print each checkpoint's stage against a perfect choice among its own proposals "
         "(on the dev seeds with --dev) and stop",
     )
     args = parser.parse_args()
-    if args.ceiling:
-        ceiling(args.held_out, dev=args.dev)
-        return
     settings = DetectorSettings(imgsz=args.imgsz)
     with tempfile.TemporaryDirectory() as tmp:
         previous = previous_checkpoint(Path(tmp))
@@ -340,11 +338,14 @@ def main() -> None:
             checkpoints = [("shipped", settings.weights, args.imgsz)] + (
                 [previous] if previous else []
             )
+        if args.ceiling:
+            ceiling(checkpoints, args.held_out, dev=args.dev)
+            return
         held_out(checkpoints, args.held_out, dev=args.dev)
         if args.dev:
             return
         letters(args.held_out)
-        ceiling(args.held_out)
+        ceiling(checkpoints, args.held_out)
         items = figures(args.synthetic)
         shipped = PanelDetector(settings)
         rtdetr_path = Path(tmp) / "rtdetr-l-untrained.pt"
