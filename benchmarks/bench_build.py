@@ -79,7 +79,7 @@ def writer_vs_tarfile(dataset: Path, repeat: int) -> tuple[float, float, int]:
     """Samples/s of ShardWriter and of a raw tarfile write of the same members."""
     import webdataset as wds
 
-    from ray_jobs.shards.records import PanelRecord
+    from ray_jobs.contract.records import PanelRecord
     from ray_jobs.shards.writer import ShardWriter, sample_members
     from ray_jobs.storage.store import LocalStorage
 

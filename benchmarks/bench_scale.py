@@ -72,7 +72,7 @@ def write_ledger(root: Path, n: int) -> None:
 def listing(n: int):
     """N article versions: every ledger id (1 in 50 with new content) plus new ids; 1 in 20
     ids is also listed in a version 2, so the planner has versions to supersede."""
-    from ray_jobs.pmc.records import ArticleRef
+    from ray_jobs.contract.refs import ArticleRef
 
     count = 0
     for i in range(n):

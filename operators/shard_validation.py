@@ -87,7 +87,7 @@ def _as_written(shard: dict[str, Any]) -> dict[str, Any]:
 
 def _check_rows(table: Any, shard: dict[str, Any], members: set[str], limit: int) -> list[str]:
     """Index rows against the shard: safe unique keys, placement, members, record format."""
-    from ray_jobs.shards.records import RECORD_FORMAT
+    from ray_jobs.contract.records import RECORD_FORMAT
 
     problems = []
     keys = table.column("key").to_pylist()
@@ -112,7 +112,7 @@ def _check_rows(table: Any, shard: dict[str, Any], members: set[str], limit: int
 def _check_shard(storage: Any, shard: dict[str, Any], sample_rows: int) -> tuple[list[str], int]:
     import pyarrow.parquet as pq
 
-    from ray_jobs.shards.records import INDEX_SCHEMA
+    from ray_jobs.contract.records import INDEX_SCHEMA
 
     name = shard["name"]
     if not storage.exists(name):

@@ -12,7 +12,7 @@ import yaml
 
 from ray_jobs import __version__
 from ray_jobs.config import ArchiveLimits, load_settings
-from ray_jobs.failures import FailureRecord
+from ray_jobs.contract.failures import FailureRecord
 from ray_jobs.logs import setup_logging
 
 _CONFIG = click.option(

@@ -22,8 +22,8 @@ from PIL import Image
 from ray_jobs.benchmark.build import build_benchmark
 from ray_jobs.benchmark.data import load_benchmark
 from ray_jobs.benchmark.select import pick_caption, recency_order, select_pairs
+from ray_jobs.contract.records import PanelRecord, figure_key, panel_key
 from ray_jobs.shards.manifest import build_manifest, write_json
-from ray_jobs.shards.records import PanelRecord, figure_key, panel_key
 from ray_jobs.shards.writer import ShardWriter
 from ray_jobs.storage.store import LocalStorage
 from ray_jobs.training.exclusion import (

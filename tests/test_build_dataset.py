@@ -19,11 +19,11 @@ from fake_llm_server import fake_llm  # noqa: F401
 from PIL import Image
 
 from ray_jobs.config import load_settings
+from ray_jobs.contract.records import INDEX_SCHEMA
 from ray_jobs.jobs.build_dataset import CRASH_AFTER_PARTS_ENV, CRASH_EXIT_CODE, run_build
 from ray_jobs.pmc.ledger import Ledger
 from ray_jobs.pmc.sample_corpus import write_corpus
 from ray_jobs.shards import superseded
-from ray_jobs.shards.records import INDEX_SCHEMA
 from ray_jobs.storage.store import open_storage
 
 N_ARTICLES = 10

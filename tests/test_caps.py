@@ -16,12 +16,12 @@ import pytest
 from PIL import Image
 
 from ray_jobs.config import ArchiveLimits, SourceSettings, load_settings
-from ray_jobs.failures import StageError
+from ray_jobs.contract.failures import StageError
+from ray_jobs.contract.rows import FAILED, FIGURE, OK, make_row
 from ray_jobs.figures.images import decode_image
 from ray_jobs.figures.panels import PanelDetector
 from ray_jobs.pipeline.explode import explode_article
 from ray_jobs.pipeline.panels_stage import panel_rows
-from ray_jobs.pipeline.rows import FAILED, FIGURE, OK, make_row
 from ray_jobs.pmc.sample_corpus import write_corpus
 from ray_jobs.pmc.sources import PmcS3Source, open_source, package_from_path
 

@@ -9,9 +9,9 @@ import pyarrow as pa
 from PIL import Image
 
 from ray_jobs.config import Settings
+from ray_jobs.contract.records import INDEX_SCHEMA, RECORD_SCHEMA, PanelRecord
 from ray_jobs.figures.panels import FigurePanels, Panel
 from ray_jobs.pipeline.panels_stage import figure_panel_rows
-from ray_jobs.shards.records import INDEX_SCHEMA, RECORD_SCHEMA, PanelRecord
 
 
 def _png() -> bytes:

@@ -17,12 +17,12 @@ import pytest
 import yaml
 
 from ray_jobs.config import load_settings
+from ray_jobs.contract.records import INDEX_SCHEMA
 from ray_jobs.jobs.build_dataset import run_build
 from ray_jobs.pmc.sample_corpus import write_corpus
 from ray_jobs.shards import card, croissant, publish, superseded
 from ray_jobs.shards.facts import DatasetFacts
 from ray_jobs.shards.fields import FIELDS
-from ray_jobs.shards.records import INDEX_SCHEMA
 from ray_jobs.storage.store import open_storage
 
 

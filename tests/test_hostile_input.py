@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ray_jobs.config import ArchiveLimits, load_settings
-from ray_jobs.failures import StageError
+from ray_jobs.contract.failures import StageError
 from ray_jobs.jobs.ingest import current_articles, read_table, run_ingest
 from ray_jobs.pmc.archive import read_tar_gz
 from ray_jobs.pmc.jats import parse_article

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from ray_jobs.failures import StageError
+from ray_jobs.contract.failures import StageError
 from ray_jobs.figures.images import decode_image
 
 

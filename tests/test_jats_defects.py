@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from ray_jobs.failures import StageError
+from ray_jobs.contract.failures import StageError
 from ray_jobs.pmc import text as text_module
 from ray_jobs.pmc.acronyms import find_definitions
 from ray_jobs.pmc.jats import parse_article, parse_root

@@ -111,8 +111,8 @@ def test_planning_rules_in_columns(tmp_path: Path) -> None:
     """Each rule of what a run must redo, on a constructed ledger and listing: a new version,
     changed content, a retryable failure (a permanent one only with retry_failed), an
     unversioned article; unchanged ones are left alone, and the plan is sorted."""
+    from ray_jobs.contract.refs import ArticleRef
     from ray_jobs.pmc.ledger import LedgerEntry, ref_batches, table_refs
-    from ray_jobs.pmc.records import ArticleRef
 
     storage = LocalStorage(tmp_path / "out")
     ledger = Ledger.load(storage)

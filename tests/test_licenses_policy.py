@@ -15,13 +15,13 @@ import pytest
 from pydantic import ValidationError
 
 from ray_jobs.config import load_settings
-from ray_jobs.failures import FailureRecord
+from ray_jobs.contract.failures import FailureRecord
+from ray_jobs.contract.refs import ArticleRef
+from ray_jobs.contract.rows import ARTICLE, failure_row, make_row
 from ray_jobs.pipeline.explode import end_marker
-from ray_jobs.pipeline.rows import ARTICLE, failure_row, make_row
 from ray_jobs.pmc import license_policy as lp
 from ray_jobs.pmc.ledger import Ledger, LedgerEntry, ref_batches, table_refs, version_id
 from ray_jobs.pmc.licenses import KNOWN_CODES, parse_allow_list
-from ray_jobs.pmc.records import ArticleRef
 from ray_jobs.shards import manifest as mf
 from ray_jobs.shards.part import PartAssembler
 from ray_jobs.storage.parquet import write_parquet

@@ -12,7 +12,7 @@ from PIL import Image
 
 from ray_jobs.captions.split import split_caption
 from ray_jobs.config import LongCapSettings, load_settings
-from ray_jobs.failures import StageError
+from ray_jobs.contract.failures import StageError
 from ray_jobs.longcap.acronyms import expand_acronyms
 from ray_jobs.longcap.breaker import CircuitBreaker, CircuitOpenError
 from ray_jobs.longcap.client import server_url

@@ -18,7 +18,7 @@ from PIL import Image
 
 from ray_jobs.captions.split import split_caption
 from ray_jobs.config import LongCapSettings
-from ray_jobs.failures import FailureRecord
+from ray_jobs.contract.failures import FailureRecord
 from ray_jobs.longcap.context import PanelContext, panel_context
 from ray_jobs.longcap.enrich import Enricher, EnrichResult, refine
 from ray_jobs.longcap.prompting import load_prompts, prompt_set_from_texts, prompt_texts

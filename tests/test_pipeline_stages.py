@@ -19,13 +19,9 @@ import webdataset as wds
 from PIL import Image
 
 from ray_jobs.config import LongCapSettings, load_settings
-from ray_jobs.dedup import groups
-from ray_jobs.dedup.hashes import phash, sha256
-from ray_jobs.failures import FailureRecord
-from ray_jobs.figures.panels import PanelDetector
-from ray_jobs.pipeline.explode import explode_article, figure_rows, split_of
-from ray_jobs.pipeline.panels_stage import panel_rows
-from ray_jobs.pipeline.rows import (
+from ray_jobs.contract.failures import FailureRecord
+from ray_jobs.contract.records import INDEX_SCHEMA, PanelRecord
+from ray_jobs.contract.rows import (
     ARTICLE,
     CREDIT,
     FAILED,
@@ -36,13 +32,17 @@ from ray_jobs.pipeline.rows import (
     expand,
     make_row,
 )
+from ray_jobs.dedup import groups
+from ray_jobs.dedup.hashes import phash, sha256
+from ray_jobs.figures.panels import PanelDetector
+from ray_jobs.pipeline.explode import explode_article, figure_rows, split_of
+from ray_jobs.pipeline.panels_stage import panel_rows
 from ray_jobs.pmc.jats import parse_package
 from ray_jobs.pmc.ledger import Ledger
 from ray_jobs.pmc.sample_corpus import write_corpus
 from ray_jobs.pmc.sources import open_source
 from ray_jobs.shards import manifest as mf
 from ray_jobs.shards.part import PartAssembler, apply_verdicts
-from ray_jobs.shards.records import INDEX_SCHEMA, PanelRecord
 from ray_jobs.shards.writer import ShardWriter, ustar_header
 from ray_jobs.storage.store import LocalStorage
 

@@ -219,8 +219,8 @@ def test_a_checkpoint_without_calibration_still_loads(tmp_path: Path) -> None:
 
 
 def test_relevance_rows_carry_the_evidence(tmp_path: Path) -> None:
+    from ray_jobs.contract.rows import DROPPED, OK
     from ray_jobs.pipeline.relevance_stage import relevance_rows
-    from ray_jobs.pipeline.rows import DROPPED, OK
 
     weights = _checkpoint(
         tmp_path / "m.pt", {"temperature": 1.0, "ood_thresholds": {"energy": 1e9}}

@@ -15,9 +15,9 @@ from PIL import Image
 
 from ray_jobs.cli import main
 from ray_jobs.config import load_settings
-from ray_jobs.failures import FAILURE_SCHEMA
+from ray_jobs.contract.failures import FAILURE_SCHEMA
+from ray_jobs.contract.records import INDEX_SCHEMA, REJECT_SCHEMA, PanelRecord
 from ray_jobs.report import build_report, compute_stats
-from ray_jobs.shards.records import INDEX_SCHEMA, REJECT_SCHEMA, PanelRecord
 from ray_jobs.storage.store import LocalStorage
 
 ENRICHMENT_OFF = {

@@ -15,10 +15,10 @@ from browser import chromium, file_url, open_page  # noqa: F401 - chromium is a 
 from PIL import Image, ImageDraw
 
 from ray_jobs.config import ReportSettings, load_settings
+from ray_jobs.contract.records import INDEX_SCHEMA, REJECT_SCHEMA, PanelRecord
 from ray_jobs.figures.panels import Dropped, FigurePanels, Panel
 from ray_jobs.report import build_report
 from ray_jobs.report.gallery_files import GalleryWriter, entry_key, key_hash, sampled
-from ray_jobs.shards.records import INDEX_SCHEMA, REJECT_SCHEMA, PanelRecord
 from ray_jobs.storage.parquet import write_parquet
 from ray_jobs.storage.store import Storage, open_storage
 

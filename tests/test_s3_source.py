@@ -9,7 +9,7 @@ import pytest
 from conftest import upload_tree
 
 from ray_jobs.config import ArchiveLimits, SourceSettings, load_settings
-from ray_jobs.failures import StageError
+from ray_jobs.contract.failures import StageError
 from ray_jobs.jobs.ingest import current_articles, failure_counts, run_ingest
 from ray_jobs.pmc.jats import parse_package
 from ray_jobs.pmc.sample_corpus import write_corpus

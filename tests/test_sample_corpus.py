@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ray_jobs.config import ArchiveLimits, SourceSettings
-from ray_jobs.failures import StageError
+from ray_jobs.contract.failures import StageError
 from ray_jobs.pmc.jats import parse_package
 from ray_jobs.pmc.sample_corpus import write_corpus
 from ray_jobs.pmc.sources import BundleSource, LocalFolderSource

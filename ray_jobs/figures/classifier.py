@@ -31,7 +31,7 @@ import numpy as np
 from PIL import Image, ImageEnhance, ImageFilter, ImageOps
 
 from ray_jobs.config import ClassifierSettings
-from ray_jobs.failures import FailureRecord
+from ray_jobs.contract.failures import FailureRecord
 from ray_jobs.figures.images import decode_image
 from ray_jobs.figures.panels import resolve_weights
 from ray_jobs.figures.synth.modality_panels import MODALITY_MAKERS

@@ -13,7 +13,7 @@ import io
 import numpy as np
 from PIL import Image, ImageFile, UnidentifiedImageError
 
-from ray_jobs.failures import StageError
+from ray_jobs.contract.failures import StageError
 
 STAGE = "image"
 DEFAULT_MAX_PIXELS = 80_000_000  # a 9000x9000 figure; PMC's largest are well below

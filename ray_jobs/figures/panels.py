@@ -21,7 +21,7 @@ import numpy as np
 from PIL import Image
 
 from ray_jobs.config import DetectorSettings
-from ray_jobs.failures import FailureRecord
+from ray_jobs.contract.failures import FailureRecord
 from ray_jobs.figures.colour_bars import is_colour_bar
 from ray_jobs.figures.images import decode_image, page_level
 from ray_jobs.figures.label_splits import split_at_labels

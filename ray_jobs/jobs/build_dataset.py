@@ -369,9 +369,9 @@ def stage_parts(
     part's staged fragments (path -> panels kept in it)."""
     import ray
 
+    from ray_jobs.contract.rows import ARTICLE_CREDIT
     from ray_jobs.pipeline import stages, staging
     from ray_jobs.pipeline.resources import map_batches_args
-    from ray_jobs.pipeline.rows import ARTICLE_CREDIT
 
     staged = {p: staging.staged(storage, p) for p in plan.parts}
     sizes = plan.sizes()

@@ -30,11 +30,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ray_jobs import __version__
 from ray_jobs.config import Settings
-from ray_jobs.failures import FAILURE_SCHEMA, FailureRecord
+from ray_jobs.contract.failures import FAILURE_SCHEMA, FailureRecord
+from ray_jobs.contract.refs import ArticleRef
 from ray_jobs.pmc.article_table import ARTICLE_SCHEMA, article_row, articles_table
 from ray_jobs.pmc.fetch import RETRACTED, fetch_and_parse, ledger_entry
 from ray_jobs.pmc.ledger import Ledger
-from ray_jobs.pmc.records import ArticleRef
 from ray_jobs.pmc.sources import ArticleSource, open_source
 from ray_jobs.storage.lease import OutputLease
 from ray_jobs.storage.parquet import read_parquet, write_parquet

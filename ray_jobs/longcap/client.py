@@ -30,7 +30,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from tenacity import wait_exponential_jitter as _expo
 
 from ray_jobs.config import LLM_API_KEY_ENV, LLM_BASE_URL_ENV, LongCapSettings
-from ray_jobs.failures import StageError
+from ray_jobs.contract.failures import StageError
 from ray_jobs.longcap.breaker import CircuitBreaker, CircuitOpenError
 from ray_jobs.longcap.cache import CachedAnswer, LLMCache, cache_key
 

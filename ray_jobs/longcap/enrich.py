@@ -22,14 +22,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ray_jobs.config import LongCapSettings
-from ray_jobs.failures import FailureRecord, StageError
+from ray_jobs.contract.failures import FailureRecord, StageError
+from ray_jobs.contract.records import Feature
 from ray_jobs.longcap.acronyms import expand_acronyms
 from ray_jobs.longcap.cache import LLMCache
 from ray_jobs.longcap.client import STAGE, LLMClient, LLMError
 from ray_jobs.longcap.context import PanelContext, render_sections
 from ray_jobs.longcap.images import image_data_url
 from ray_jobs.longcap.prompting import PromptSet, load_prompts
-from ray_jobs.shards.records import Feature
 from ray_jobs.storage.store import Storage
 
 log = logging.getLogger(__name__)

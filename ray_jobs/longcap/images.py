@@ -12,7 +12,7 @@ import io
 
 from PIL import Image, UnidentifiedImageError
 
-from ray_jobs.failures import StageError
+from ray_jobs.contract.failures import StageError
 from ray_jobs.figures.images import pillow_open  # not ultralytics' patch (it pip-installs)
 
 _SENT_AS_IS = {"JPEG": "image/jpeg", "PNG": "image/png"}

@@ -10,7 +10,7 @@ preempt, and each step is itself bounded by the size caps.
 
 from __future__ import annotations
 
-from ray_jobs.failures import FailureRecord
+from ray_jobs.contract.failures import FailureRecord
 
 LEFT = "_budget_s"  # record field of a figure row: seconds its article has left
 ERROR = "time_budget"

@@ -12,11 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from ray_jobs.captions.tokens import clip_tokens, long_tokens
-from ray_jobs.failures import FailureRecord
+from ray_jobs.contract.failures import FailureRecord
+from ray_jobs.contract.rows import Row, failure_row
 from ray_jobs.longcap.client import STAGE
 from ray_jobs.longcap.context import PanelContext
 from ray_jobs.longcap.enrich import Enricher, EnrichResult
-from ray_jobs.pipeline.rows import Row, failure_row
 
 
 def panel_context(row: Row) -> PanelContext:

@@ -15,16 +15,17 @@ import time
 from typing import Any
 
 from ray_jobs.config import PipelineSettings, Settings
-from ray_jobs.failures import FailureRecord
+from ray_jobs.contract.failures import FailureRecord
+from ray_jobs.contract.records import figure_key
+from ray_jobs.contract.refs import ArticleRef
+from ray_jobs.contract.rows import ARTICLE, FIGURE, Row, failure_row, make_row
 from ray_jobs.figures.images import header_decoded_bytes
 from ray_jobs.pipeline import budget
-from ray_jobs.pipeline.rows import ARTICLE, FIGURE, Row, failure_row, make_row
 from ray_jobs.pmc import license_policy
 from ray_jobs.pmc.fetch import fetch_and_parse
 from ray_jobs.pmc.licenses import label
-from ray_jobs.pmc.records import Article, ArticleRef, Figure
+from ray_jobs.pmc.records import Article, Figure
 from ray_jobs.pmc.sources import ArticleSource
-from ray_jobs.shards.records import figure_key
 
 STAGE = "explode"
 

@@ -9,7 +9,7 @@ from collections import Counter as Tally
 from collections.abc import Callable
 from typing import Any
 
-from ray_jobs.pipeline.rows import FAILED, Row
+from ray_jobs.contract.rows import FAILED, Row
 
 log = logging.getLogger(__name__)
 

@@ -22,14 +22,14 @@ from ray_jobs.captions.pairing import MentionRef, PanelBox, pair_panels
 from ray_jobs.captions.split import split_caption
 from ray_jobs.captions.tokens import clip_tokens
 from ray_jobs.config import Settings
+from ray_jobs.contract.failures import FailureRecord
+from ray_jobs.contract.records import panel_key
+from ray_jobs.contract.rows import OK, Row, failure_row, make_row
 from ray_jobs.dedup.hashes import phash, sha256
-from ray_jobs.failures import FailureRecord
 from ray_jobs.figures.images import STAGE as IMAGE_STAGE
 from ray_jobs.figures.images import header_decoded_bytes, pillow_open
 from ray_jobs.figures.panels import STAGE, FigurePanels, PanelDetector
 from ray_jobs.pipeline import budget
-from ray_jobs.pipeline.rows import OK, Row, failure_row, make_row
-from ray_jobs.shards.records import panel_key
 
 
 def figure_panel_rows(figure: Row, found: FigurePanels, settings: Settings) -> list[Row]:

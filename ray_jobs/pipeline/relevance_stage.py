@@ -8,9 +8,9 @@ every text match) and ``modality_decided_by``. An abstaining image model with no
 
 from __future__ import annotations
 
-from ray_jobs.failures import FailureRecord
+from ray_jobs.contract.failures import FailureRecord
+from ray_jobs.contract.rows import DROPPED, Row, failure_row
 from ray_jobs.figures.classifier import STAGE, ModalityClassifier
-from ray_jobs.pipeline.rows import DROPPED, Row, failure_row
 
 INPUTS = ("key", "image", "subcaption", "caption")
 

@@ -14,8 +14,8 @@ from typing import Any
 import pyarrow as pa
 
 from ray_jobs.config import Settings
+from ray_jobs.contract.rows import FIGURE, OK, Row, decode, encode, expand
 from ray_jobs.pipeline import metrics
-from ray_jobs.pipeline.rows import FIGURE, OK, Row, decode, encode, expand
 
 REF = "ref"
 
@@ -49,8 +49,8 @@ class FetchStage:
         """``table`` is a slice of the plan (``plan.PLAN_SCHEMA`` columns): the rows and their
         JSON are made here, on the workers, not by the driver for the whole plan. Each article
         enters with its part and its credit."""
-        from ray_jobs.pipeline.rows import ARTICLE_CREDIT, make_row
-        from ray_jobs.pmc.records import ArticleRef
+        from ray_jobs.contract.refs import ArticleRef
+        from ray_jobs.contract.rows import ARTICLE_CREDIT, make_row
 
         refs = []
         for r in table.to_pylist():

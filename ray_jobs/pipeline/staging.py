@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ray_jobs.config import OutputSettings
-from ray_jobs.pipeline.rows import CREDIT, OK, ROW_SCHEMA, Row, decode
+from ray_jobs.contract.rows import CREDIT, OK, ROW_SCHEMA, Row, decode
 from ray_jobs.storage.parquet import read_parquet, write_parquet
 from ray_jobs.storage.store import Storage, open_storage
 

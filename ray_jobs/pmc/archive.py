@@ -14,7 +14,7 @@ import tarfile
 import zlib
 
 from ray_jobs.config import ArchiveLimits
-from ray_jobs.failures import StageError
+from ray_jobs.contract.failures import StageError
 
 STAGE = "archive"
 

@@ -10,7 +10,8 @@ import json
 
 import pyarrow as pa
 
-from ray_jobs.pmc.records import Article, ArticleRef
+from ray_jobs.contract.refs import ArticleRef
+from ray_jobs.pmc.records import Article
 
 MENTION = pa.struct(
     [

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import logging
 
-from ray_jobs.failures import FailureRecord, StageError
+from ray_jobs.contract.failures import FailureRecord, StageError
+from ray_jobs.contract.refs import ArticleRef
 from ray_jobs.pmc.jats import parse_package
 from ray_jobs.pmc.ledger import LedgerEntry
-from ray_jobs.pmc.records import Article, ArticlePackage, ArticleRef
+from ray_jobs.pmc.records import Article, ArticlePackage
 from ray_jobs.pmc.sources import ArticleSource
 
 log = logging.getLogger(__name__)

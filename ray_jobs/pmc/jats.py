@@ -16,7 +16,7 @@ from typing import Any
 
 from lxml import etree
 
-from ray_jobs.failures import StageError
+from ray_jobs.contract.failures import StageError
 from ray_jobs.pmc import licenses
 from ray_jobs.pmc.acronyms import BLOCK_END, find_definitions, merge_acronyms
 from ray_jobs.pmc.records import Article, ArticlePackage, Figure, License, Mention

@@ -19,7 +19,7 @@ from typing import Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ray_jobs.pmc.records import ArticleRef
+from ray_jobs.contract.refs import ArticleRef
 from ray_jobs.storage.parquet import read_parquet, write_parquet
 from ray_jobs.storage.store import Storage
 

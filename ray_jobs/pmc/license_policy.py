@@ -25,10 +25,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ray_jobs.failures import FailureRecord
+from ray_jobs.contract.failures import FailureRecord
+from ray_jobs.contract.refs import ArticleRef
 from ray_jobs.pmc.ledger import LedgerEntry, version_ids
 from ray_jobs.pmc.licenses import label
-from ray_jobs.pmc.records import ArticleRef
 from ray_jobs.storage.parquet import read_parquet
 from ray_jobs.storage.store import Storage
 

@@ -11,7 +11,7 @@ import threading
 
 from lxml import etree
 
-from ray_jobs.failures import StageError
+from ray_jobs.contract.failures import StageError
 
 _local = threading.local()
 

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ray_jobs.config import ReportSettings
+from ray_jobs.contract.records import INDEX_SCHEMA, REJECT_SCHEMA
 from ray_jobs.pmc.ledger import version_id
 from ray_jobs.report.gallery_files import (
     ENTRIES,
@@ -33,7 +34,6 @@ from ray_jobs.report.gallery_files import (
     key_hash,
 )
 from ray_jobs.shards import superseded
-from ray_jobs.shards.records import INDEX_SCHEMA, REJECT_SCHEMA
 from ray_jobs.storage.parquet import read_parquet
 from ray_jobs.storage.store import Storage
 

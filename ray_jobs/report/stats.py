@@ -22,10 +22,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ray_jobs.captions.tokens import WINDOWS, long_tokens, token_waste
-from ray_jobs.failures import FAILURE_SCHEMA
+from ray_jobs.contract.failures import FAILURE_SCHEMA
+from ray_jobs.contract.records import INDEX_SCHEMA, REJECT_SCHEMA
 from ray_jobs.shards import superseded
 from ray_jobs.shards.manifest import PARTS
-from ray_jobs.shards.records import INDEX_SCHEMA, REJECT_SCHEMA
 from ray_jobs.storage.store import Storage
 
 MANIFEST_FORMAT = "pmcvl-dataset/1"

@@ -14,9 +14,9 @@ from typing import Any
 import pyarrow as pa
 import yaml
 
+from ray_jobs.contract.records import INDEX_SCHEMA, RECORD_SCHEMA
 from ray_jobs.shards.facts import DatasetFacts
 from ray_jobs.shards.fields import FIELDS, type_name
-from ray_jobs.shards.records import INDEX_SCHEMA, RECORD_SCHEMA
 
 CARD = "README.md"
 IMAGE_EXTENSIONS = ("jpg", "png")  # a sample holds one of them (detector.crop_format)

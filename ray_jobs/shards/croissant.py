@@ -15,10 +15,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from ray_jobs.contract.records import INDEX_SCHEMA
 from ray_jobs.shards.card import HUB_LICENSES, PMC_LICENSES_URL
 from ray_jobs.shards.facts import DatasetFacts
 from ray_jobs.shards.fields import FIELDS
-from ray_jobs.shards.records import INDEX_SCHEMA
 from ray_jobs.shards.superseded import SCHEMA as TOMBSTONE_SCHEMA
 
 CROISSANT = "croissant.json"

@@ -1,7 +1,7 @@
 """One line on each column of the index (the record contract plus shard placement), for the
 dataset card and the Croissant file: users read the fields there, not in ``records.py``.
 
-A test checks that every column of :data:`~ray_jobs.shards.records.INDEX_SCHEMA` has a line
+A test checks that every column of :data:`~ray_jobs.contract.records.INDEX_SCHEMA` has a line
 here and nothing else does, so the documentation cannot drift from the contract.
 """
 

@@ -22,16 +22,16 @@ from typing import Any
 import pyarrow as pa
 
 from ray_jobs.config import OutputSettings
-from ray_jobs.failures import FAILURE_SCHEMA, FailureRecord
+from ray_jobs.contract.failures import FAILURE_SCHEMA, FailureRecord
+from ray_jobs.contract.records import REJECT_SCHEMA, PanelRecord
+from ray_jobs.contract.rows import ARTICLE, DROPPED, FAILED, OK, Row, failure_row
 from ray_jobs.pipeline.plan import REPLACE
-from ray_jobs.pipeline.rows import ARTICLE, DROPPED, FAILED, OK, Row, failure_row
 from ray_jobs.pmc import license_policy
 from ray_jobs.pmc.fetch import RETRACTED, ledger_entry
 from ray_jobs.pmc.ledger import LedgerEntry
 from ray_jobs.pmc.licenses import label
 from ray_jobs.shards import manifest as mf
 from ray_jobs.shards import superseded
-from ray_jobs.shards.records import REJECT_SCHEMA, PanelRecord
 from ray_jobs.shards.writer import ShardInfo, ShardWriter
 from ray_jobs.storage.parquet import write_parquet
 from ray_jobs.storage.store import Storage, open_storage
@@ -160,7 +160,7 @@ class PartAssembler:
 
     def _retire(self, storage: Storage, others: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
         """Superseded entries for the older versions, tombstones for their samples."""
-        from ray_jobs.pmc.records import ArticleRef
+        from ray_jobs.contract.refs import ArticleRef
 
         seen = {(e.pmcid, e.version) for e in self.entries}
         by_old_part: dict[str, list[tuple[str, int | None]]] = {}

@@ -22,7 +22,7 @@ from typing import IO, Any
 
 import pyarrow as pa
 
-from ray_jobs.shards.records import INDEX_SCHEMA, PanelRecord
+from ray_jobs.contract.records import INDEX_SCHEMA, PanelRecord
 from ray_jobs.storage.parquet import write_parquet
 from ray_jobs.storage.store import Storage
 

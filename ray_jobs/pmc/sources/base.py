@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ray_jobs.config import ArchiveLimits
-from ray_jobs.failures import StageError
+from ray_jobs.contract.failures import StageError
+from ray_jobs.contract.refs import ArticleRef
 from ray_jobs.pmc.archive import read_tar_gz
-from ray_jobs.pmc.records import ArticlePackage, ArticleRef
+from ray_jobs.pmc.records import ArticlePackage
 
 FETCH = "fetch"
 _PMC_VERSION = re.compile(r"(PMC\d+)(?:\.(\d+))?", re.I)

@@ -7,9 +7,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ray_jobs.config import ArchiveLimits, SourceSettings
-from ray_jobs.failures import StageError
+from ray_jobs.contract.failures import StageError
+from ray_jobs.contract.refs import ArticleRef
 from ray_jobs.pmc.archive import read_tar_gz
-from ray_jobs.pmc.records import ArticlePackage, ArticleRef
+from ray_jobs.pmc.records import ArticlePackage
 from ray_jobs.pmc.sources.base import FETCH, package_from_files, split_pmc_name
 
 FILE_LIST_COLUMNS = ("File", "Article Citation", "Accession ID", "Last Updated", "PMID", "License")

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ray_jobs.config import ArchiveLimits, SourceSettings
-from ray_jobs.pmc.records import ArticlePackage, ArticleRef
+from ray_jobs.contract.refs import ArticleRef
+from ray_jobs.pmc.records import ArticlePackage
 from ray_jobs.pmc.sources.base import package_from_files, read_folder, split_pmc_name
 
 

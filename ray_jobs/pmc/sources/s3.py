@@ -21,8 +21,9 @@ from urllib.parse import parse_qs, unquote, urlparse
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ray_jobs.config import ArchiveLimits, SourceSettings
-from ray_jobs.failures import StageError
-from ray_jobs.pmc.records import ArticlePackage, ArticleRef
+from ray_jobs.contract.failures import StageError
+from ray_jobs.contract.refs import ArticleRef
+from ray_jobs.pmc.records import ArticlePackage
 from ray_jobs.pmc.sources.base import FETCH, check_retracted, split_pmc_name
 from ray_jobs.storage.store import s3_client
 

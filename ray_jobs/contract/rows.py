@@ -31,7 +31,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ray_jobs.failures import FailureRecord
+from ray_jobs.contract.failures import FailureRecord
 
 ROW_SCHEMA = pa.schema(
     [
