@@ -65,7 +65,7 @@ def entrypoint(params: Mapping[str, Any]) -> str:
 
 def plan_build(params: Mapping[str, Any], llm_conn_id: str | None = LLM_CONN_ID) -> dict[str, Any]:
     """Ask the ledger what is new (no Ray), and say how the job would run."""
-    from ray_jobs.jobs.build_dataset import pending_refs
+    from ray_jobs.build.planning import pending_refs
     from ray_jobs.pmc.ledger import table_refs
 
     settings = run_settings(params)

@@ -207,14 +207,14 @@ def test_a_dead_cluster_address_fails_at_once_naming_it() -> None:
     so within the timeout instead of waiting on it."""
     import socket
 
-    from ray_jobs.jobs.build_dataset import _check_reachable
+    from ray_jobs.build.cluster import check_reachable
 
     with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     for address in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}"):
         with pytest.raises(SystemExit, match=rf"the Ray cluster at {address} does not answer"):
-            _check_reachable(address, timeout_s=2)
+            check_reachable(address, timeout_s=2)
     with pytest.raises(SystemExit, match="is not host:port"):
-        _check_reachable("nowhere", timeout_s=2)
-    _check_reachable("local", timeout_s=2)  # a local instance of the run's own: nothing to ask
+        check_reachable("nowhere", timeout_s=2)
+    check_reachable("local", timeout_s=2)  # a local instance of the run's own: nothing to ask

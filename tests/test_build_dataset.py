@@ -18,9 +18,10 @@ from conftest import build_job, upload_tree
 from fake_llm_server import fake_llm  # noqa: F401
 from PIL import Image
 
+from ray_jobs.build.commit import CRASH_AFTER_PARTS_ENV, CRASH_EXIT_CODE
 from ray_jobs.config import load_settings
 from ray_jobs.contract.records import INDEX_SCHEMA
-from ray_jobs.jobs.build_dataset import CRASH_AFTER_PARTS_ENV, CRASH_EXIT_CODE, run_build
+from ray_jobs.jobs.build_dataset import run_build
 from ray_jobs.pmc.ledger import Ledger
 from ray_jobs.pmc.sample_corpus import write_corpus
 from ray_jobs.shards import superseded

@@ -39,7 +39,10 @@ class ClusterTooSmall(RuntimeError):
 
 
 def stage_asks(pipeline: PipelineSettings, enrich: bool) -> list[StageAsk]:
-    names = ["fetch", "panels", "relevance", "write"] + (["enrich"] if enrich else [])
+    from ray_jobs.pipeline.stages import ENRICH_PHASE, STAGE_PHASE
+
+    later = [s.name for s in ENRICH_PHASE] if enrich else []
+    names = [s.name for s in STAGE_PHASE] + ["write", *later]
 
     def ask(name: str, res: StageResources) -> StageAsk:
         low = res.concurrency if isinstance(res.concurrency, int) else res.concurrency[0]

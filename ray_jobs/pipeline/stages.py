@@ -1,70 +1,70 @@
-"""The Ray layer: one callable class per stage for ``map_batches``.
+"""The pipeline's stages, in order, as plain classes of the ``stage.Stage`` protocol.
 
-Each class loads what it needs once per actor (a source client, a model, an HTTP client) and
-maps Arrow batches of pipeline rows to Arrow batches, delegating the work to the pure stage
-functions and passing every row it does not own through.
+``STAGE_PHASE`` is what every planned article goes through before its part is staged;
+``ENRICH_PHASE`` runs afterwards on the panels that stay (so no duplicate costs an LLM call).
+The work itself is in the pure stage functions (``explode``, ``panels_stage``,
+``relevance_stage``, ``enrich_stage``); each class only loads what the work needs once per
+worker.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
 
 from ray_jobs.config import Settings
-from ray_jobs.contract.rows import FIGURE, OK, Row, decode, encode, expand
+from ray_jobs.contract.refs import ArticleRef
+from ray_jobs.contract.rows import ARTICLE_CREDIT, FIGURE, OK, Row, make_row
 from ray_jobs.pipeline import metrics
+from ray_jobs.pipeline.stage import Stage
 
 REF = "ref"
 
 
-def _run(
-    stage: str, table: pa.Table, status: str, work: Callable[[list[Row]], list[list[Row]]]
-) -> pa.Table:
-    return encode(expand(decode(table), status, metrics.counted(stage, work)))
-
-
-class FetchStage:
+class FetchStage(Stage):
     """Article refs in; figure rows, failure rows and end markers out."""
 
-    def __init__(self, settings: Settings):
+    name, status = "fetch", REF
+
+    def setup(self, settings: Settings) -> None:
         from ray_jobs.pmc.sources import open_source
 
         self.settings = settings
         self.source = open_source(settings.source, settings.archive)
         self.pool = ThreadPoolExecutor(settings.pipeline.fetch_threads, "fetch")
 
-    def _work(self, refs: list[Row]) -> list[list[Row]]:
-        from ray_jobs.pipeline.explode import explode_article, ref_of
-
-        def one(row: Row) -> list[Row]:
-            rows, marker = explode_article(self.source, ref_of(row["record"]), self.settings)
-            return [*rows, marker]
-
-        return list(self.pool.map(one, refs))
-
-    def __call__(self, table: pa.Table) -> pa.Table:
-        """``table`` is a slice of the plan (``plan.PLAN_SCHEMA`` columns): the rows and their
-        JSON are made here, on the workers, not by the driver for the whole plan. Each article
-        enters with its part and its credit."""
-        from ray_jobs.contract.refs import ArticleRef
-        from ray_jobs.contract.rows import ARTICLE_CREDIT, make_row
-
+    def rows_in(self, table: pa.Table) -> list[Row]:
+        """``table`` is a slice of the plan (``plan.PLAN_SCHEMA`` columns): the rows are made
+        here, on the workers, not by the driver for the whole plan. Each article enters with
+        its part and its credit."""
         refs = []
         for r in table.to_pylist():
             part = r.pop("part")
             row = make_row(ArticleRef(**r).key, REF, r)
             refs.append({**row, "part": part, "credit": ARTICLE_CREDIT})
-        counted = metrics.counted("fetch", self._work)
-        return encode(expand(refs, REF, counted))
+        return refs
+
+    def process_batch(self, rows: list[Row]) -> list[list[Row]]:
+        from ray_jobs.pipeline.explode import explode_article, ref_of
+
+        def one(row: Row) -> list[Row]:
+            out, marker = explode_article(self.source, ref_of(row["record"]), self.settings)
+            return [*out, marker]
+
+        return list(self.pool.map(one, rows))
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False)
 
 
-class PanelStage:
+class PanelStage(Stage):
     """Panel detection and caption pairing (GPU when the stage asks for one)."""
 
-    def __init__(self, settings: Settings):
+    name, status = "panels", FIGURE
+
+    def setup(self, settings: Settings) -> None:
         from ray_jobs.figures.panels import PanelDetector
 
         self.settings = settings
@@ -77,35 +77,34 @@ class PanelStage:
             storage = open_storage(settings.output.uri, settings.output.s3)
             self.gallery = GalleryWriter(storage, settings.report)
 
-    def __call__(self, table: pa.Table) -> pa.Table:
+    def process_batch(self, rows: list[Row]) -> list[list[Row]]:
         from ray_jobs.pipeline.panels_stage import panel_rows
 
-        return _run(
-            "panels",
-            table,
-            FIGURE,
-            lambda rows: panel_rows(rows, self.detector, self.settings, self.gallery),
-        )
+        return panel_rows(rows, self.detector, self.settings, self.gallery)
 
 
-class RelevanceStage:
+class RelevanceStage(Stage):
     """The modality classifier and the keep decision (GPU when the stage asks for one)."""
 
-    def __init__(self, settings: Settings):
+    name, status = "relevance", OK
+
+    def setup(self, settings: Settings) -> None:
         from ray_jobs.figures.classifier import ModalityClassifier
 
         self.classifier = ModalityClassifier(settings.classifier)
 
-    def __call__(self, table: pa.Table) -> pa.Table:
+    def process_batch(self, rows: list[Row]) -> list[list[Row]]:
         from ray_jobs.pipeline.relevance_stage import relevance_rows
 
-        return _run("relevance", table, OK, lambda rows: relevance_rows(rows, self.classifier))
+        return relevance_rows(rows, self.classifier)
 
 
-class EnrichStage:
+class EnrichStage(Stage):
     """LongCAP enrichment: many concurrent requests per actor through the async client."""
 
-    def __init__(self, settings: Settings):
+    name, status = "enrich", OK
+
+    def setup(self, settings: Settings) -> None:
         from ray_jobs.longcap.enrich import Enricher
         from ray_jobs.storage.store import open_storage
 
@@ -113,12 +112,12 @@ class EnrichStage:
         self.enricher = Enricher(settings.longcap, cache=cache)
         self.long_tokenizer = settings.captions.long_tokenizer
 
-    def _work(self, panels: list[Row]) -> list[list[Row]]:
+    def process_batch(self, rows: list[Row]) -> list[list[Row]]:
         from ray_jobs.pipeline.enrich_stage import enrich_rows
 
-        out = enrich_rows(panels, self.enricher, self.long_tokenizer)
-        for rows in out:
-            for row in rows:
+        out = enrich_rows(rows, self.enricher, self.long_tokenizer)
+        for produced in out:
+            for row in produced:
                 rec: dict[str, Any] = row["record"]
                 if row["status"] == OK and rec.get("llm_calls"):  # cache hits cost nothing
                     for kind in ("prompt", "completion"):
@@ -127,10 +126,9 @@ class EnrichStage:
                         )
         return out
 
-    def __call__(self, table: pa.Table) -> pa.Table:
-        return _run("enrich", table, OK, self._work)
+    def close(self) -> None:
+        self.enricher.close()
 
-    def __del__(self) -> None:
-        enricher = getattr(self, "enricher", None)
-        if enricher is not None:
-            enricher.close()
+
+STAGE_PHASE: tuple[type[Stage], ...] = (FetchStage, PanelStage, RelevanceStage)
+ENRICH_PHASE: tuple[type[Stage], ...] = (EnrichStage,)
