@@ -20,8 +20,9 @@ from pathlib import Path
 
 import torch
 
+from modeldev.classifier.data import MAKER_CLASS
 from ray_jobs.config import ClassifierSettings
-from ray_jobs.figures.classifier import MAKER_CLASS, ModalityClassifier, build_model
+from ray_jobs.figures.classifier import ModalityClassifier, build_model
 
 MEDICAT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "medicat_figures"
 
@@ -34,7 +35,7 @@ def main() -> None:
     parser.add_argument("--backbones", nargs="+", default=["resnet101", "resnet50", "resnet18"])
     parser.add_argument("--heldout-n", type=int, default=20, help="held-out panels per class")
     args = parser.parse_args()
-    from ray_jobs.figures.modality_heldout import format_report, relevance_report
+    from modeldev.classifier.heldout import format_report, relevance_report
 
     print(format_report(relevance_report(ClassifierSettings(), per_class=args.heldout_n)))
     print()

@@ -1,6 +1,6 @@
 """Panel detection: held-out accuracy per method and checkpoint, then throughput.
 
-First the held-out protocol (``ray_jobs/figures/protocol.py``): on the independent figure
+First the held-out protocol (``modeldev/detector/protocol.py``): on the independent figure
 family, the generator's held-out seed and the ten real figures, F1@0.5, mAP@0.5, exact-count
 rate and panels/s for each checkpoint given (by default the shipped one and the one it
 replaced, taken out of git, each at its own image size) through the product's own path
@@ -28,13 +28,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from modeldev.detector import protocol
+from modeldev.detector.proposals import proposals
+from modeldev.detector.second_opinion import cut_panels, second_opinion
+from modeldev.detector.train import build_model
+from modeldev.synth.generate import make_figure, write_dataset
 from ray_jobs.config import DetectorSettings
-from ray_jobs.figures import protocol
-from ray_jobs.figures.detector_train import build_model
 from ray_jobs.figures.images import decode_image
 from ray_jobs.figures.panels import PANEL, PanelDetector, resolve_weights
-from ray_jobs.figures.second_opinion import cut_panels, second_opinion
-from ray_jobs.figures.synth.generate import make_figure, write_dataset
 
 REPO = Path(__file__).resolve().parents[1]
 MEDICAT = REPO.parent / "shared" / "data" / "medicat_figures"
@@ -228,7 +229,7 @@ def ceiling(checkpoints: list[Checkpoint], n: int, dev: bool = False) -> None:
             figures, _ = detector.detect(inputs, with_crops=False)
             found = [([p.bbox for p in f.panels], [p.score for p in f.panels]) for f in figures]
             stage = protocol.score(items, found, 0)
-            raws = detector.proposals(inputs, min(CEILING_FLOORS))
+            raws = proposals(detector, inputs, min(CEILING_FLOORS))
             cells = [f"{stage['F1@0.5']:.3f} / {stage['exact_count']:.3f}"]
             for floor in CEILING_FLOORS:
                 proposed = [
@@ -246,7 +247,7 @@ def ceiling(checkpoints: list[Checkpoint], n: int, dev: bool = False) -> None:
 
 def letters(n: int) -> None:
     """Letter accuracy of the shipped label reader on held-out gold label crops."""
-    from ray_jobs.figures.letters.evaluate import family_labels, generator_labels, letter_accuracy
+    from modeldev.letters.evaluate import family_labels, generator_labels, letter_accuracy
     from ray_jobs.figures.letters.model import DEFAULT_WEIGHTS, LabelReader
 
     if not DEFAULT_WEIGHTS.is_file():
@@ -269,8 +270,8 @@ def letters(n: int) -> None:
 
 
 def lettered_figures(n: int) -> dict[str, list]:
-    from ray_jobs.figures.heldout.figure import make_heldout_figure
-    from ray_jobs.figures.synth.generate import make_figure
+    from modeldev.heldout.figure import make_heldout_figure
+    from modeldev.synth.generate import make_figure
 
     out: dict[str, list] = {"generator seed 99": [], "family seed 2026": []}
     for i in range(n):
@@ -287,7 +288,7 @@ def lettered_figures(n: int) -> dict[str, list]:
 
 def pairing(n: int) -> None:
     """Share of gold panels whose detected panel gets its own subcaption, letters vs order."""
-    from ray_jobs.figures.letters.pairing_eval import pairing_accuracy
+    from modeldev.letters.pairing_eval import pairing_accuracy
 
     detector = PanelDetector(DetectorSettings())
     print(

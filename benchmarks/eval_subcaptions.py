@@ -16,8 +16,8 @@ import argparse
 import textwrap
 from pathlib import Path
 
-from ray_jobs.captions.baseline import regex_split
-from ray_jobs.captions.gold import GoldScore, halves, load, score_gold
+from modeldev.captions.baseline import regex_split
+from modeldev.captions.gold import GoldScore, halves, load, score_gold
 from ray_jobs.captions.split import split_caption
 from ray_jobs.captions.tokens import WINDOWS, clip_tokens, token_waste
 

@@ -3,10 +3,11 @@
     plan ─▶ synthesize ─┬▶ train ─▶ evaluate_candidate ─┬▶ compare ─▶ publish
                          └▶ evaluate_current ────────────┘
 
-Every step is a Ray job (``pmcvl synth``, ``pmcvl train-detector``, ``pmcvl eval-detector``,
-a copy), so the files live where the cluster's workers see them (``workdir``, a shared volume)
-and each step is visible in the Ray dashboard; training and evaluation ask Ray for ``gpus`` and
-go through the ``gpu`` pool, so Airflow never sends more GPU work than the pool allows. Both
+Every step is a Ray job (``pmcvl-dev synth``, ``train-detector``, ``eval-detector``, a copy:
+model development, so the Ray image must carry ``modeldev/``), so the files live where the
+cluster's workers see them (``workdir``, a shared volume) and each step is visible in the Ray
+dashboard; training and evaluation ask Ray for ``gpus`` and go through the ``gpu`` pool, so
+Airflow never sends more GPU work than the pool allows. Both
 checkpoints are scored on the same fresh validation split; ``compare`` lets ``publish`` replace
 the current checkpoint only when the candidate beats it by ``min_gain`` on ``metric``.
 """

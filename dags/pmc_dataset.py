@@ -8,8 +8,10 @@
 - ``enrichment`` goes through ``llm_health`` (waits, deferred, for the vLLM server and its
   model) only when caption enrichment is on for this run.
 - ``build_dataset`` runs ``ray_jobs.jobs.build_dataset`` as a Ray job and waits deferred; a
-  retry re-attaches to the job it started.
-- ``validate`` checks the manifest and the run's new shards; ``publish`` emits the
+  retry re-attaches to the job it started. The job's submission id is its run id
+  (``PMCVL_RUN_ID``), so its record is ``runs/<submission id>.json`` under the output.
+- ``validate`` reads that run record (not the job's log) and checks the manifest and the run's
+  new shards (``ray_jobs.shards.validate``, as ``pmcvl validate`` does); ``publish`` emits the
   ``pmcvl_shards`` Asset event, whose extra says where the manifest is and what was added.
 
 Heavy modules (Ray, pyarrow, the pipeline) are imported inside the tasks only.
@@ -27,6 +29,7 @@ from operators.connections import LLM_CONN_ID, RAY_CONN_ID, S3_CONN_ID
 from operators.llm_health import LLMHealthSensor
 from operators.ray_job import RayJobOperator
 
+RUN_ID_ENV = "PMCVL_RUN_ID"  # ray_jobs.jobs.build_dataset.RUN_ID_ENV (not imported: heavy)
 GPU_POOL = os.environ.get("PMCVL_GPU_POOL", "gpu")
 RETRIES = int(os.environ.get("PMCVL_DAG_RETRIES", "2"))  # 0 for a local demo: fail at once
 
@@ -111,47 +114,42 @@ def pmc_dataset():
         poll_interval=10,
         execution_timeout=timedelta(hours=20),
         trigger_rule="none_failed_min_one_success",
+        submission_id_env=RUN_ID_ENV,
     )
 
     @task
     def validate(plan: dict, job: dict) -> dict:
-        """The manifest adds up; the run's new shards are what it says, rows included."""
+        """The manifest adds up; the run's new shards are what its run record says, rows
+        included. The record is ``runs/<submission id>.json``: the job's id is its run id."""
         import logging
 
-        from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
-
         from operators.build_plan import run_settings
-        from operators.connections import aws_environment
-        from operators.shard_validation import check_report, validate_dataset
+        from operators.shard_validation import validate_build
 
-        summary = job.get("summary")
-        if not summary or "run_id" not in summary:
-            raise AirflowFailException(f"job {job['submission_id']} printed no run summary")
-        if not summary.get("new_shards"):
-            raise AirflowSkipException("the build added no shards: nothing to validate")
         settings = run_settings(get_current_context()["params"])
-        with aws_environment(S3_CONN_ID):
-            report = validate_dataset(plan["output_uri"], summary["run_id"], settings.output.s3)
-        return {**check_report(report, logging.getLogger(__name__)), "summary": summary}
+        log = logging.getLogger(__name__)
+        return validate_build(
+            plan["output_uri"], job["submission_id"], settings.output.s3, log, S3_CONN_ID
+        )
 
     @task(outlets=[PMC_SHARDS])
     def publish(plan: dict, checked: dict) -> dict:
         """Tell ``pmcvl_shards`` consumers (CLIP training) where the new shards are."""
-        summary = checked["summary"]
+        run = checked["run"]  # from the run record
         new = checked["checked"]
         extra = {
             "manifest": manifest_asset_uri(plan["output_uri"]),
-            "output": summary["output"],
-            "run_id": summary["run_id"],
+            "output": run["output"],
+            "run_id": run["run_id"],
             "new_shards": new[:500],
             "new_shard_count": len(new),
-            "counts": summary.get("counts") or {},
+            "counts": run.get("counts") or {},
             "dataset_shards": checked["shards"],
             "dataset_samples": checked["samples"],
             "config_hash": plan["config_hash"],
         }
         get_current_context()["outlet_events"][PMC_SHARDS].extra = extra
-        print(f"published {len(new)} new shard(s) of run {summary['run_id']}: {extra['manifest']}")
+        print(f"published {len(new)} new shard(s) of run {run['run_id']}: {extra['manifest']}")
         return extra
 
     checked = validate(plan, build.output)

@@ -24,16 +24,16 @@ def detector_plan(params: Mapping[str, Any], run_id: str) -> dict[str, Any]:
     candidate = f"{train}/{arch}-panels.pt"
     current = str(params["current_weights"])
     gpus = float(params["gpus"])
-    evaluate = f"pmcvl eval-detector --data {q(data)} --split val --weights"
+    evaluate = f"pmcvl-dev eval-detector --data {q(data)} --split val --weights"
     return {
         "root": root,
         "data": data,
         "candidate": candidate,
         "current": current,
         "gpus": gpus,
-        "synth": f"pmcvl synth --out {q(synth)} --n {int(params['figures'])} "
+        "synth": f"pmcvl-dev synth --out {q(synth)} --n {int(params['figures'])} "
         f"--seed {int(params['seed'])}",
-        "train": f"pmcvl train-detector --data {q(data)} --out {q(train)} --arch {q(arch)} "
+        "train": f"pmcvl-dev train-detector --data {q(data)} --out {q(train)} --arch {q(arch)} "
         f"--epochs {int(params['epochs'])} --imgsz {int(params['imgsz'])} "
         f"--batch {int(params['batch'])} --seed {int(params['seed'])}"
         + ("" if gpus else " --device cpu"),

@@ -15,7 +15,10 @@ No maintained Ray provider exists for Airflow 3, so this is ours:
   :mod:`operators.connections`).
 - A failed job fails the task with the Ray job's own message (its exit code and last log
   lines). A succeeded job returns ``{"submission_id", "status", "message", "summary"}``, where
-  ``summary`` is the last JSON object the job printed (the build job's run summary).
+  ``summary`` is the last JSON object the job printed.
+- ``submission_id_env`` hands each submission its own id in that environment variable, so the
+  job can file its results under a name the DAG knows (``pmc_dataset`` passes it as the build's
+  run id, ``PMCVL_RUN_ID``, and reads ``runs/<submission_id>.json`` instead of the log).
 """
 
 from __future__ import annotations
@@ -85,6 +88,8 @@ class RayJobOperator(BaseOperator):
     :param ray_conn_id: the Ray dashboard connection
     :param poll_interval: seconds between status polls
     :param deferrable: wait in the triggerer (default) or in the worker
+    :param submission_id_env: an env var the job gets its own submission id in (each attempt
+        has its own: ``<id>``, ``<id>-r2``...)
     """
 
     template_fields = (
@@ -116,6 +121,7 @@ class RayJobOperator(BaseOperator):
         poll_interval: float = 10.0,
         deferrable: bool = True,
         stream_logs: bool = True,
+        submission_id_env: str | None = None,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
@@ -131,6 +137,7 @@ class RayJobOperator(BaseOperator):
         self.poll_interval = poll_interval
         self.deferrable = deferrable
         self.stream_logs = stream_logs
+        self.submission_id_env = submission_id_env
         self._job_id: str | None = None
 
     # -- the client ---------------------------------------------------------------------------
@@ -154,12 +161,16 @@ class RayJobOperator(BaseOperator):
                 return None
             raise
 
-    def _runtime_env(self) -> dict[str, Any] | None:
+    def _runtime_env(self, job_id: str) -> dict[str, Any] | None:
         """``runtime_env`` as given, once checked to hold no secret: the Ray dashboard shows
         every job's runtime env, so keys come from the cluster's own Secret (the chart mounts
-        ``PMCVL_LLM_API_KEY`` from ``vllm.apiKey.existingSecret`` into every Ray pod)."""
+        ``PMCVL_LLM_API_KEY`` from ``vllm.apiKey.existingSecret`` into every Ray pod). With
+        ``submission_id_env``, the job's own id is added to its env vars."""
         check_runtime_env(self.runtime_env)
-        return self.runtime_env or None
+        env = dict(self.runtime_env or {})
+        if self.submission_id_env:
+            env["env_vars"] = {**(env.get("env_vars") or {}), self.submission_id_env: job_id}
+        return env or None
 
     # -- submit or re-attach ------------------------------------------------------------------
 
@@ -203,7 +214,7 @@ class RayJobOperator(BaseOperator):
                 client.submit_job(
                     entrypoint=self.entrypoint,
                     submission_id=job_id,
-                    runtime_env=self._runtime_env(),
+                    runtime_env=self._runtime_env(job_id),
                     metadata=metadata,
                     entrypoint_num_cpus=_number(self.entrypoint_num_cpus),
                     entrypoint_num_gpus=_number(self.entrypoint_num_gpus),

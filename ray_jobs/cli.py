@@ -1,4 +1,8 @@
-"""The ``pmcvl`` command."""
+"""The ``pmcvl`` command: building the dataset, inspecting its inputs, and downstream training.
+
+Model development (synthetic figures, training and evaluating the detector and the classifier)
+is ``pmcvl-dev`` (``modeldev.cli``): it is not in the runtime images, and not in this help.
+"""
 
 from __future__ import annotations
 
@@ -31,7 +35,38 @@ _WEIGHTS = click.option(
 )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# ``pmcvl --help`` lists commands by who runs them; the names themselves never change (the
+# DAGs, the helm chart and the tests call them)
+SECTIONS = {
+    "Build": ("run", "ingest", "validate", "report", "sample-corpus"),
+    "Inspect": ("parse", "detect", "split-caption", "show-config", "llm-check"),
+    "Downstream training": ("build-benchmark", "eval-retrieval", "render-training-job"),
+}
+
+
+class SectionedGroup(click.Group):
+    """A group whose help lists its commands in the :data:`SECTIONS` they belong to; a command
+    no section names is listed under "Other", never hidden."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        commands = {
+            name: cmd
+            for name in self.list_commands(ctx)
+            if (cmd := self.get_command(ctx, name)) is not None and not cmd.hidden
+        }
+        if not commands:
+            return
+        limit = formatter.width - 6 - max(map(len, commands))
+        listed = {name for names in SECTIONS.values() for name in names}
+        other = tuple(name for name in commands if name not in listed)
+        for title, names in [*SECTIONS.items(), ("Other", other)]:
+            rows = [(n, commands[n].get_short_help_str(limit)) for n in names if n in commands]
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+
+@click.group(cls=SectionedGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="pmcvl")
 def main() -> None:
     """pmcvl: PubMed Central Open Access articles to vision-language training data."""
@@ -126,227 +161,12 @@ def run(config_path: str | None) -> None:
     raise SystemExit(build_main(argv))
 
 
-def _share_option(name: str, help: str):  # type: ignore[no-untyped-def]
-    """A share of the generated figures, from 0 (none; earlier data sets unchanged) to 1."""
-    return click.option(
-        name, type=click.FloatRange(0, 1), default=0.0, show_default=True, help=help
-    )
-
-
-@main.command()
-@click.option("--out", type=click.Path(file_okay=False), required=True)
-@click.option("--n", "count", type=click.IntRange(1), required=True)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option(
-    "--panels",
-    "folders",
-    multiple=True,
-    type=click.Path(exists=True, file_okay=False),
-    help="Folders of real single-panel images to sample from (repeatable).",
-)
-@click.option("--workers", type=click.IntRange(1), default=None, help="Processes [all cores].")
-@click.option("--max-side", type=click.IntRange(64), default=768, show_default=True)
-@_share_option(
-    "--hard",
-    "Share of hard figures (gap-filled plots, tables, prose, heat maps, sketches, textures, "
-    "gutterless and uneven grids, insets, titles and legends, scan noise); 0 writes the "
-    "original mix byte for byte.",
-)
-@_share_option(
-    "--nested",
-    "Share of figures laid out by successive cuts (a tall panel beside a stack, rows of "
-    "thumbnails; up to 16 panels, often gutterless); 0 leaves every figure as it was.",
-)
-@_share_option(
-    "--localizers",
-    "Share of dark-ground scans (CT, fundus) drawn with a small reference image "
-    "floating beside them, unframed: one panel; 0 leaves every figure as it was.",
-)
-@_share_option(
-    "--furniture",
-    "Share of the other figures that also get a title and a colour legend outside every "
-    "panel, as hard figures do; 0 leaves every figure as it was.",
-)
-@_share_option(
-    "--label-faces",
-    "Share of figures whose labels are set in one of the label reader's faces (sans, serif, "
-    "narrow, bold, italic) instead of DejaVu Sans; 0 leaves every figure as it was.",
-)
-@_share_option(
-    "--dense",
-    "Share of plates of 8 to 36 small panels, touching or nearly, told apart by a thin grey "
-    "frame; 0 leaves every figure as it was.",
-)
-def synth(
-    out: str,
-    count: int,
-    seed: int,
-    folders: tuple[str, ...],
-    workers: int | None,
-    max_side: int,
-    hard: float,
-    nested: float,
-    localizers: float,
-    furniture: float,
-    label_faces: float,
-    dense: float,
-) -> None:
-    """Write synthetic compound figures as a YOLO dataset plus COCO JSON."""
-    from ray_jobs.figures.synth.generate import write_dataset
-
-    setup_logging()
-    figures = write_dataset(
-        Path(out),
-        count,
-        seed,
-        folders=list(folders) or None,
-        workers=workers,
-        max_side=max_side,
-        hard=hard,
-        nested=nested,
-        furniture=furniture,
-        localizers=localizers,
-        label_faces=label_faces,
-        dense=dense,
-        progress=sys.stderr.isatty(),
-    )
-    panels = sum(len(f["panels"]) for f in figures)
-    click.echo(f"wrote {len(figures)} figures ({panels} panels) to {out}")
-
-
-@main.command("train-detector")
-@click.option("--data", type=click.Path(exists=True), required=True, help="YOLO data.yaml.")
-@click.option("--out", type=click.Path(file_okay=False), required=True)
-@click.option(
-    "--arch",
-    type=click.Choice(["yolo11n", "yolo11s", "yolo11m", "rtdetr-l"]),
-    default="yolo11n",
-    show_default=True,
-)
-@click.option("--epochs", type=click.IntRange(1), default=30, show_default=True)
-@click.option("--imgsz", type=click.IntRange(32), default=320, show_default=True)
-@click.option("--batch", type=click.IntRange(1), default=16, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--device", default=None, help="cpu, 0, 0,1 ... [a GPU when there is one]")
-@click.option(
-    "--warm-start",
-    type=click.Path(exists=True, dir_okay=False),
-    default=None,
-    help="Start from this checkpoint (e.g. the shipped one) instead of from scratch.",
-)
-@click.option("--fine-tune", is_flag=True, help="The gentle warm-start schedule (AdamW, low LR).")
-@click.option("--hours", type=click.FloatRange(0.001), default=None, help="Time budget.")
-@click.option("--workers", type=click.IntRange(0), default=2, show_default=True)
-@click.option("--threads", type=click.IntRange(1), default=None, help="CPU threads [cores - 1].")
-@click.option("--resume", is_flag=True, help="Continue the interrupted run in --out.")
-def train_detector_cmd(
-    data: str,
-    out: str,
-    arch: str,
-    epochs: int,
-    imgsz: int,
-    batch: int,
-    seed: int,
-    device: str | None,
-    warm_start: str | None,
-    fine_tune: bool,
-    hours: float | None,
-    workers: int,
-    threads: int | None,
-    resume: bool,
-) -> None:
-    """Train the panel detector (offline) and write its checkpoint and metrics."""
-    from ray_jobs.figures.detector_train import train_detector
-
-    setup_logging()
-    result = train_detector(
-        data,
-        out,
-        arch=arch,
-        epochs=epochs,
-        imgsz=imgsz,
-        batch=batch,
-        seed=seed,
-        device=device,
-        warm_start=warm_start,
-        fine_tune=fine_tune,
-        hours=hours,
-        workers=workers,
-        threads=threads,
-        resume=resume,
-    )
-    click.echo(
-        json.dumps(
-            {"weights": result.weights, "seconds": result.seconds, "metrics": result.metrics},
-            indent=2,
-        )
-    )
-
-
-@main.command("average-detectors")
-@click.argument("base", type=click.Path(exists=True, dir_okay=False))
-@click.argument("tuned", type=click.Path(exists=True, dir_okay=False))
-@click.option("--out", type=click.Path(dir_okay=False), required=True)
-@click.option("--base-share", type=click.FloatRange(0, 1), default=0.5, show_default=True)
-def average_detectors(base: str, tuned: str, out: str, base_share: float) -> None:
-    """Average a checkpoint and its fine-tune weight by weight (WiSE-FT)."""
-    from ray_jobs.figures.detector_train import average_checkpoints
-
-    click.echo(str(average_checkpoints(base, tuned, out, base_share)))
-
-
 def _detector_settings(config_path: str | None, weights: str | None, **overrides):  # type: ignore[no-untyped-def]
     settings = load_settings(config_path).detector
     update = {k: v for k, v in overrides.items() if v is not None}
     if weights:
         update["weights"] = weights
     return settings.model_copy(update=update)
-
-
-@main.command("eval-detector")
-@_WEIGHTS
-@click.option(
-    "--data",
-    type=click.Path(exists=True),
-    required=True,
-    help="YOLO data.yaml or folder, COCO JSON, or a folder of ImageCLEF 2016 XML.",
-)
-@click.option(
-    "--images",
-    type=click.Path(exists=True, file_okay=False),
-    default=None,
-    help="Image folder for COCO / ImageCLEF annotations [beside them].",
-)
-@click.option("--split", default="val", show_default=True, help="train, val, or all.")
-@_CONFIG
-def eval_detector(
-    weights: str | None, data: str, images: str | None, split: str, config_path: str | None
-) -> None:
-    """mAP@0.5, mAP@0.5:0.95 and F1@0.5 for panels on annotated figures."""
-    from ray_jobs.figures.evaluate import evaluate, load_coco, load_imageclef, load_yolo
-    from ray_jobs.figures.panels import PanelDetector
-
-    setup_logging()
-    path = Path(data)
-    image_dir = Path(images) if images else None
-    if path.suffix == ".json":
-        items = load_coco(path, image_dir)
-    elif path.is_dir() and any(path.glob("*.xml")):
-        items = load_imageclef(path, image_dir)
-    else:
-        items = load_yolo(path, split)
-    detector = PanelDetector(_detector_settings(config_path, weights))
-    click.echo(
-        json.dumps(
-            {
-                "weights": detector.name,
-                "version": detector.version,
-                "data": data,
-                **evaluate(detector, items),
-            },
-            indent=2,
-        )
-    )
 
 
 @main.command()
@@ -415,155 +235,6 @@ def detect(
         captions = [str(p.panel_index) for p in fig.panels] + [""] * (len(boxes) - len(fig.panels))
         img = decode_image(Path(image).read_bytes())
         draw_boxes(img, boxes, kinds, captions).save(overlay, format="PNG")
-
-
-@main.command("classifier-data")
-@click.option("--out", type=click.Path(file_okay=False), required=True)
-@click.option(
-    "--n",
-    "per_class",
-    type=click.IntRange(2),
-    default=100,
-    show_default=True,
-    help="Images per class (a fifth go to val/).",
-)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--size", type=click.IntRange(32), default=160, show_default=True)
-def classifier_data(out: str, per_class: int, seed: int, size: int) -> None:
-    """Write an ImageFolder tree of taxonomy classes drawn by the synthetic panel makers."""
-    from ray_jobs.figures.classifier import write_dataset
-
-    counts = write_dataset(Path(out), per_class, seed, size)
-    click.echo(json.dumps(counts, indent=2))
-
-
-@main.command("train-classifier")
-@click.option("--data", type=click.Path(exists=True, file_okay=False), required=True)
-@click.option("--out", type=click.Path(file_okay=False), required=True)
-@click.option("--backbone", default=None, help="torchvision ResNet name [classifier.backbone].")
-@click.option("--epochs", type=click.IntRange(1), default=5, show_default=True)
-@click.option("--imgsz", type=click.IntRange(32), default=None)
-@click.option("--batch", type=click.IntRange(1), default=16, show_default=True)
-@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=1e-3, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option(
-    "--pretrained",
-    type=click.Path(exists=True, dir_okay=False),
-    default=None,
-    help="Local ImageNet state dict to start from [classifier.pretrained].",
-)
-@click.option("--augment/--no-augment", default=True, show_default=True)
-@_CONFIG
-def train_classifier_cmd(
-    data: str,
-    out: str,
-    backbone: str | None,
-    epochs: int,
-    imgsz: int | None,
-    batch: int,
-    lr: float,
-    seed: int,
-    pretrained: str | None,
-    augment: bool,
-    config_path: str | None,
-) -> None:
-    """Train the modality classifier on an ImageFolder tree (train/<class>/, val/<class>/,
-    class folders named as the taxonomy's L2 classes): fit, calibrate on val/, evaluate, and
-    write the checkpoint, its report and MODEL_CARD.md into --out."""
-    from ray_jobs.figures.classifier import train_classifier
-
-    setup_logging()
-    settings = load_settings(config_path).classifier
-    try:
-        result = train_classifier(
-            Path(data),
-            Path(out),
-            backbone=backbone or settings.backbone,
-            epochs=epochs,
-            imgsz=imgsz or settings.imgsz,
-            batch=batch,
-            lr=lr,
-            seed=seed,
-            pretrained=pretrained or settings.pretrained,
-            augmentation=augment,
-        )
-    except ValueError as exc:
-        raise click.ClickException(str(exc)) from exc
-    click.echo(
-        json.dumps(
-            {
-                "weights": result.weights,
-                "card": result.card,
-                "seconds": result.seconds,
-                "val_accuracy": result.val_accuracy,
-                "temperature": result.calibration.get("temperature"),
-            },
-            indent=2,
-        )
-    )
-
-
-@main.command("eval-classifier")
-@click.option("--data", type=click.Path(exists=True, file_okay=False), required=True)
-@click.option("--weights", type=click.Path(exists=True, dir_okay=False), default=None)
-@click.option("--split", default="val", show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@_CONFIG
-def eval_classifier(
-    data: str, weights: str | None, split: str, as_json: bool, config_path: str | None
-) -> None:
-    """Per-class precision and recall, the confusion matrix, the abstention rate and the
-    image-only keep/drop confusion on a labelled folder (<split>/<class>/; the classes may be
-    a subset of the model's)."""
-    from ray_jobs.figures.classifier import evaluate_classifier
-
-    settings = load_settings(config_path).classifier
-    try:
-        report = evaluate_classifier(Path(weights or settings.weights), Path(data), split, settings)
-    except ValueError as exc:
-        raise click.ClickException(str(exc)) from exc
-    if as_json:
-        click.echo(json.dumps(report, indent=2))
-        return
-    classes = report["classes"]
-    click.echo(f"accuracy {report['accuracy']:.4f} on {report['n']} images")
-    click.echo(
-        f"abstention {report['abstention_rate']:.4f}; accuracy when answering "
-        f"{report['accuracy_when_answering']:.4f}"
-    )
-    kd = report["keep_drop"]
-    click.echo(
-        f"image-only keep/drop: clinical dropped {kd['clinical_dropped']}/{kd['clinical']}"
-        f" ({kd['clinical_dropped_rate']:.1%}), non-clinical kept "
-        f"{kd['nonclinical_kept']}/{kd['nonclinical']} ({kd['nonclinical_kept_rate']:.1%})"
-    )
-    click.echo(f"{'class':<22} {'precision':>9} {'recall':>7} {'support':>7}")
-    for name in classes:
-        row = report["per_class"][name]
-        click.echo(f"{name:<22} {row['precision']:>9.3f} {row['recall']:>7.3f} {row['support']:>7}")
-    click.echo("confusion (rows true, columns predicted, in the order above, then (other)):")
-    for name, row in zip(classes, report["confusion"], strict=True):
-        click.echo(f"{name:<22} " + " ".join(f"{v:>4}" for v in row))
-
-
-@main.command("bench-relevance")
-@click.option("--weights", type=click.Path(exists=True, dir_okay=False), default=None)
-@click.option("--n", "per_class", type=click.IntRange(1), default=20, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@_CONFIG
-def bench_relevance(
-    weights: str | None, per_class: int, seed: int, as_json: bool, config_path: str | None
-) -> None:
-    """The relevance decision on the held-out modality family (panels and captions no training
-    run sees): accuracy, abstention and keep/drop, image alone and with the caption."""
-    from ray_jobs.figures.modality_heldout import format_report, relevance_report
-
-    settings = load_settings(config_path).classifier
-    if weights:
-        settings = settings.model_copy(update={"weights": weights})
-    report = relevance_report(settings, per_class=per_class, seed=seed)
-    click.echo(json.dumps(report, indent=2) if as_json else format_report(report))
 
 
 @main.command("split-caption")
@@ -775,6 +446,31 @@ def render_training_job_cmd(
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(k8s_job.to_yaml(spec), nl=False)
+
+
+@main.command()
+@click.argument("out")
+@_CONFIG
+@click.option("--run-id", default=None, help="Check this run's new shards only [every shard].")
+@click.option("--sample-rows", type=click.IntRange(1), default=32, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def validate(
+    out: str, config_path: str | None, run_id: str | None, sample_rows: int, as_json: bool
+) -> None:
+    """Check the dataset at OUT (a folder or s3://bucket/prefix), as the pmc_dataset DAG does.
+
+    The manifest's totals, then each shard's size, sha256, index and stats, and a sample of
+    index rows against the tar. S3 through the config's output.s3 (credentials: boto3's
+    chain). Prints each problem and exits with status 1 when there is any.
+    """
+    from ray_jobs.shards.validate import validate_dataset
+
+    s3 = load_settings(config_path).output.s3
+    report = validate_dataset(out, run_id, s3, "new" if run_id else "all", sample_rows)
+    for problem in report.problems:
+        click.echo(f"invalid: {problem}", err=True)
+    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else report.describe())
+    sys.exit(0 if report.ok else 1)
 
 
 @main.command("show-config")

@@ -65,6 +65,7 @@ def test_pmc_dataset_structure():
     from operators.assets import PMC_SHARDS
     from operators.llm_health import LLMHealthSensor
     from operators.ray_job import RayJobOperator
+    from ray_jobs.jobs.build_dataset import RUN_ID_ENV
 
     dag = load_dag("pmc_dataset")
     assert deps(dag) == {
@@ -96,6 +97,7 @@ def test_pmc_dataset_structure():
     assert build.pool == "gpu" and build.ray_conn_id == "pmcvl_ray"
     assert build.trigger_rule == "none_failed_min_one_success"
     assert build.retries == 2
+    assert build.submission_id_env == RUN_ID_ENV  # the job's id is its run id: runs/<id>.json
     publish = dag.get_task("publish")
     assert [o.name for o in publish.outlets] == [PMC_SHARDS.name]
     assert all(t.pool == "default_pool" for t in dag.tasks if t.task_id != "build_dataset")

@@ -33,7 +33,7 @@ def test_commands_are_per_run_and_quoted():
     root = "/data/detector/runs/manual__2026-03-01T00-00-00-00-00"
     assert plan["root"] == root and plan["candidate"] == f"{root}/train/yolo11n-panels.pt"
     assert shlex.split(plan["train"]) == [
-        *("pmcvl", "train-detector", "--data", f"{root}/synth/data.yaml"),
+        *("pmcvl-dev", "train-detector", "--data", f"{root}/synth/data.yaml"),
         *("--out", f"{root}/train", "--arch", "yolo11n", "--epochs", "1", "--imgsz", "64"),
         *("--batch", "4", "--seed", "1", "--device", "cpu"),
     ]

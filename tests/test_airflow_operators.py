@@ -157,6 +157,31 @@ def test_job_runs_deferred_streams_its_log_and_returns_its_summary(ray_conn):
     assert result["submission_id"] == submission_id_for("tests", run_id, "build")
 
 
+def test_each_submission_gets_its_own_id_in_the_env_it_asks_for(ray_conn):
+    """How ``pmc_dataset`` names the build's run: a resubmission gets its own ``-r2`` id, and
+    the runtime env's own variables stay."""
+    run_id = f"env-{uuid.uuid4().hex[:8]}"
+    script = (
+        "import json, os; print(json.dumps({'id': os.environ['MY_ID'], 'x': os.environ['X']}));"
+        " raise SystemExit(os.environ['MY_ID'].endswith('-r2') - 1)"  # fails once, then not
+    )
+    op = RayJobOperator(
+        task_id="build",
+        entrypoint=f'python -c "{script}"',
+        runtime_env={"env_vars": {"X": "kept"}},
+        submission_id_env="MY_ID",
+        poll_interval=0.5,
+        deferrable=False,
+    )
+    with pytest.raises(AirflowException):
+        op.execute(context(run_id))
+    result = op.execute(context(run_id, try_number=2))
+    base = submission_id_for("tests", run_id, "build")
+    assert result["submission_id"] == f"{base}-r2"
+    assert result["summary"] == {"id": f"{base}-r2", "x": "kept"}
+    assert op.runtime_env == {"env_vars": {"X": "kept"}}  # the operator's own is not changed
+
+
 def test_failed_job_fails_the_task_with_its_own_message(ray_conn):
     op = RayJobOperator(
         task_id="build",

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from ray_jobs.captions.baseline import regex_split
-from ray_jobs.captions.gold import halves, score_gold, unmarked
+from modeldev.captions.baseline import regex_split
+from modeldev.captions.gold import halves, score_gold, unmarked
 from ray_jobs.captions.pairing import PanelBox, pair_panels
 from ray_jobs.captions.split import split_caption
 

@@ -17,16 +17,11 @@ import pytest
 import torch
 from PIL import Image
 
+from modeldev.classifier.data import MAKER_CLASS, MAKERS, write_dataset
+from modeldev.classifier.train import train_classifier
+from modeldev.synth.panels import PROCEDURAL
 from ray_jobs.config import ClassifierSettings
-from ray_jobs.figures.classifier import (
-    MAKER_CLASS,
-    MAKERS,
-    ModalityClassifier,
-    build_model,
-    train_classifier,
-    write_dataset,
-)
-from ray_jobs.figures.synth.panels import PROCEDURAL
+from ray_jobs.figures.classifier import ModalityClassifier, build_model
 from ray_jobs.figures.taxonomy import load_taxonomy
 
 SUBSET = ["chart", "ct", "fundus", "gel_blot", "histopathology", "mri"]
@@ -34,7 +29,7 @@ SUBSET = ["chart", "ct", "fundus", "gel_blot", "histopathology", "mri"]
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "ray_jobs.cli", *args],
+        [sys.executable, "-m", "modeldev.cli", *args],
         capture_output=True,
         text=True,
         env={**os.environ, **(env or {})},
@@ -65,7 +60,7 @@ def test_training_learns_the_classes(tiny: tuple[Path, Path]) -> None:
     assert checkpoint["calibration"] == cal and checkpoint["classes"] == SUBSET
     card = (weights.parent / "MODEL_CARD.md").read_text()
     assert "resnet18" in card and "from scratch" in card and "temperature" in card
-    assert "pmcvl train-classifier" in card and "| histopathology |" in card
+    assert "pmcvl-dev train-classifier" in card and "| histopathology |" in card
     proc = _cli("eval-classifier", "--data", str(data), "--weights", str(weights))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("accuracy ")
@@ -217,8 +212,8 @@ def test_shipped_demo_classifier_on_real_figures(jats_dir: Path) -> None:
     weights = resolve_weights(ClassifierSettings().weights)
     assert weights.is_file() and weights.stat().st_size < 8 * 2**20
     card = (weights.parent / "MODEL_CARD.md").read_text()
-    assert "demonstration" in card and "pmcvl train-classifier" in card
-    assert "pmcvl bench-relevance" in card
+    assert "demonstration" in card and "pmcvl-dev train-classifier" in card
+    assert "pmcvl-dev bench-relevance" in card
     stage = ModalityClassifier()
     assert sorted(stage.classes) == sorted(load_taxonomy().classes)
     assert stage.calibration["temperature"] > 0 and stage.calibration["ood_thresholds"]

@@ -31,6 +31,25 @@ def test_help_lists_the_commands() -> None:
         assert command in proc.stdout
 
 
+def test_help_groups_commands_by_audience_and_leaves_model_development_out() -> None:
+    """``pmcvl --help`` lists each command under its section (none falls to "Other"); the
+    model-development commands are ``pmcvl-dev``'s, and only there."""
+    from click.testing import CliRunner
+
+    from modeldev.cli import main as dev_main
+    from ray_jobs.cli import SECTIONS, main
+
+    help_text = CliRunner().invoke(main, ["--help"]).output
+    for title in SECTIONS:
+        assert f"\n{title}:\n" in help_text
+    assert "Other:" not in help_text and "Commands:" not in help_text
+    listed = {name for names in SECTIONS.values() for name in names}
+    assert set(main.commands) <= listed
+    dev = {"synth", "train-detector", "average-detectors", "eval-detector"}
+    dev |= {"classifier-data", "train-classifier", "eval-classifier", "bench-relevance"}
+    assert set(dev_main.commands) == dev and not dev & set(main.commands)
+
+
 def test_parse_real_article_prints_the_record(jats_dir: Path) -> None:
     proc = pmcvl("parse", str(jats_dir / "pone.0046493.nxml"))
     assert proc.returncode == 0, proc.stderr

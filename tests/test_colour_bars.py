@@ -9,11 +9,11 @@ import io
 import numpy as np
 from PIL import Image, ImageDraw
 
+from modeldev.heldout.figure import make_heldout_figure
+from modeldev.synth.generate import make_figure
 from ray_jobs.config import DetectorSettings
 from ray_jobs.figures.colour_bars import is_colour_bar
-from ray_jobs.figures.heldout.figure import make_heldout_figure
 from ray_jobs.figures.panels import PANEL, RawBox, build_panels
-from ray_jobs.figures.synth.generate import make_figure
 
 
 def _legend_figures(n: int) -> list[tuple[str, Image.Image, list[tuple[int, int, int, int]]]]:

@@ -15,11 +15,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from modeldev.detector.evaluate import evaluate, load_coco, load_imageclef, load_yolo
+from modeldev.detector.proposals import proposals
+from modeldev.synth.generate import make_figure, write_dataset
 from ray_jobs.config import DetectorSettings
-from ray_jobs.figures.evaluate import evaluate, load_coco, load_imageclef, load_yolo
-from ray_jobs.figures.metrics import iou_matrix
+from ray_jobs.figures.boxes import iou_matrix
 from ray_jobs.figures.panels import PanelDetector, resolve_weights
-from ray_jobs.figures.synth.generate import make_figure, write_dataset
 
 REPO = Path(__file__).resolve().parents[1]
 WEIGHTS = resolve_weights(DetectorSettings().weights)
@@ -40,7 +41,7 @@ def medicat(jats_dir: Path) -> list[Path]:
 def test_shipped_checkpoint_and_card() -> None:
     assert WEIGHTS.is_file() and WEIGHTS.stat().st_size < 20 * 2**20
     card = (WEIGHTS.parent / "MODEL_CARD.md").read_text()
-    assert "pmcvl synth" in card and "pmcvl train-detector" in card and "mAP@0.5" in card
+    assert "pmcvl-dev synth" in card and "pmcvl-dev train-detector" in card and "mAP@0.5" in card
 
 
 def test_real_figures_get_sane_panels(detector: PanelDetector, medicat: list[Path]) -> None:
@@ -181,7 +182,7 @@ def test_train_command_on_a_tiny_dataset(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "ray_jobs.cli",
+            "modeldev.cli",
             "train-detector",
             "--data",
             str(tmp_path / "data" / "data.yaml"),
@@ -212,7 +213,7 @@ def test_train_command_on_a_tiny_dataset(tmp_path: Path) -> None:
 
 
 def test_warm_start_keeps_the_checkpoint_it_starts_from(tmp_path: Path) -> None:
-    """``pmcvl train-detector --warm-start --fine-tune``, the model card's recipe: the run
+    """``pmcvl-dev train-detector --warm-start --fine-tune``, the model card's recipe: the run
     starts from the shipped weights, not from scratch (after one tiny epoch its first
     convolution is still the shipped one's, near enough), with the gentle schedule, the time
     budget and the thread count asked for (ultralytics alone would take one core less)."""
@@ -221,7 +222,7 @@ def test_warm_start_keeps_the_checkpoint_it_starts_from(tmp_path: Path) -> None:
     write_dataset(tmp_path / "data", 4, seed=12, workers=1, max_side=128, hard=1.0, nested=1.0)
     probe = (
         "import sys, torch\n"
-        "from ray_jobs.cli import main\n"
+        "from modeldev.cli import main\n"
         "try:\n"
         "    main(sys.argv[1:])\n"
         "except SystemExit as e:\n"
@@ -295,7 +296,7 @@ def test_checkpoints_average_weight_by_weight(tmp_path: Path) -> None:
     architectures."""
     import torch
 
-    from ray_jobs.figures.detector_train import average_checkpoints, build_model
+    from modeldev.detector.train import average_checkpoints, build_model
 
     ckpt = torch.load(WEIGHTS, map_location="cpu", weights_only=False)
     shifted = {
@@ -305,7 +306,7 @@ def test_checkpoints_average_weight_by_weight(tmp_path: Path) -> None:
     torch.save(ckpt, tmp_path / "shifted.pt")
     from click.testing import CliRunner
 
-    from ray_jobs.cli import main
+    from modeldev.cli import main
 
     out = tmp_path / "avg.pt"
     args = [str(WEIGHTS), str(tmp_path / "shifted.pt"), "--out", str(out), "--base-share", "0.25"]
@@ -374,7 +375,7 @@ def test_proposals_are_the_boxes_the_stage_chooses_from(
     items = [(p.name, p.read_bytes()) for p in medicat[:4]]
     items += [(f"nested-{i}", make_figure(4242, i, nested=1.0)[0]) for i in range(4)]
     items.append(("broken", b"not an image"))
-    low, high = detector.proposals(items, 0.05), detector.proposals(items, 0.3)
+    low, high = proposals(detector, items, 0.05), proposals(detector, items, 0.3)
     assert len(low) == len(high) == len(items) and low[-1] == high[-1] == []
     assert sum(len(r) for r in low) > sum(len(r) for r in high) > 0
     for lo, hi in zip(low, high, strict=True):
@@ -382,7 +383,7 @@ def test_proposals_are_the_boxes_the_stage_chooses_from(
         assert {(r.box, r.cls) for r in hi} <= {(r.box, r.cls) for r in lo}
     found, _ = detector.detect(items[:-1], with_crops=False)
     conf = detector.settings.conf
-    for fig, raw in zip(found, detector.proposals(items[:-1], conf), strict=True):
+    for fig, raw in zip(found, proposals(detector, items[:-1], conf), strict=True):
         if any(d.reason == "split" for d in fig.dropped):
             continue
         proposed = [r.box for r in raw if r.cls == 0]

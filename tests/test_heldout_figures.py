@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from ray_jobs.figures import protocol
-from ray_jobs.figures.heldout.figure import label_for, make_heldout_figure
-from ray_jobs.figures.metrics import Detections, f1_at, iou_matrix
+from modeldev.detector import protocol
+from modeldev.detector.metrics import Detections, f1_at
+from modeldev.heldout.figure import label_for, make_heldout_figure
+from ray_jobs.figures.boxes import iou_matrix
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -62,7 +63,7 @@ def test_label_schemes() -> None:
 def test_family_is_independent_of_the_training_generator() -> None:
     """No module of the family imports the training generator, and nothing that trains
     imports the family."""
-    for path in (REPO / "ray_jobs/figures/heldout").glob("*.py"):
+    for path in (REPO / "modeldev/heldout").glob("*.py"):
         tree = ast.parse(path.read_text())
         names = [
             n.module if isinstance(n, ast.ImportFrom) else a.name
@@ -71,7 +72,7 @@ def test_family_is_independent_of_the_training_generator() -> None:
             for a in (n.names if isinstance(n, ast.Import) else [n])
         ]
         assert not any(name and "synth" in name for name in names), path
-    for trainer in ("ray_jobs/figures/detector_train.py", "ray_jobs/figures/synth/generate.py"):
+    for trainer in ("modeldev/detector/train.py", "modeldev/synth/generate.py"):
         assert "heldout" not in (REPO / trainer).read_text()
 
 

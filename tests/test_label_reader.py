@@ -10,15 +10,16 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from modeldev.letters.data import sample
+from modeldev.letters.evaluate import generator_labels, letter_accuracy
+from modeldev.letters.train import train
+from modeldev.synth.generate import make_figure
+from modeldev.synth.labels import SCHEMES, label_text
 from ray_jobs.config import DetectorSettings
 from ray_jobs.figures.letters.classes import CLASSES, INDEX, canonical
-from ray_jobs.figures.letters.data import H, W, sample
-from ray_jobs.figures.letters.evaluate import generator_labels, letter_accuracy
+from ray_jobs.figures.letters.crops import H, W
 from ray_jobs.figures.letters.model import DEFAULT_WEIGHTS, LabelReader
-from ray_jobs.figures.letters.train import train
 from ray_jobs.figures.panels import LABEL, PANEL, RawBox, build_panels
-from ray_jobs.figures.synth.generate import make_figure
-from ray_jobs.figures.synth.labels import SCHEMES, label_text
 
 
 def test_every_generator_label_is_a_class() -> None:

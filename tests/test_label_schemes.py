@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from modeldev.letters.evaluate import family_labels, letter_accuracy
 from ray_jobs.figures.letters.classes import CLASSES, INDEX
-from ray_jobs.figures.letters.evaluate import family_labels, letter_accuracy
 from ray_jobs.figures.letters.model import LabelReader
 from ray_jobs.figures.letters.schemes import each_alone, read_in_scheme, scheme_of
 

@@ -8,11 +8,11 @@ import pytest
 from PIL import Image, ImageDraw, ImageFilter
 
 from ray_jobs.config import DetectorSettings
+from ray_jobs.figures.boxes import iou_matrix
+from ray_jobs.figures.fonts import font
 from ray_jobs.figures.label_splits import follows, sequence
 from ray_jobs.figures.letters.model import LabelReader
-from ray_jobs.figures.metrics import iou_matrix
 from ray_jobs.figures.panels import LABEL, PANEL, RawBox, build_panels
-from ray_jobs.figures.synth.fonts import font
 
 Box = tuple[int, int, int, int]
 

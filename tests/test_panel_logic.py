@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
+from modeldev.detector.metrics import Detections, average_precision, f1_at, summarize
 from ray_jobs.config import DetectorSettings
-from ray_jobs.figures.metrics import Detections, average_precision, f1_at, iou_matrix, summarize
+from ray_jobs.figures.boxes import iou_matrix
 from ray_jobs.figures.panels import (
     LABEL,
     PANEL,

@@ -30,6 +30,7 @@ from ray_jobs.contract.rows import (
     decode,
     encode,
     expand,
+    failure_row,
     make_row,
 )
 from ray_jobs.dedup import groups
@@ -76,11 +77,13 @@ def test_explode_real_article_keeps_figures_and_fails_the_missing_image(
     source = open_source(settings.source, settings.archive)
     (ref,) = list(source.refs())
     rows, marker = explode_article(source, ref, settings)
-    plain, _ = explode_article(
+    plain, plain_marker = explode_article(
         source, ref, settings.model_copy(update={"longcap": LongCapSettings()})
     )
-    assert all(r["record"].get("_context", {}) == {} for r in plain)  # no enrichment, no context
+    assert plain_marker["record"].get("abstract") is None  # no enrichment, no context
     assert marker["status"] == ARTICLE and marker["record"]["figures"] == 4
+    assert marker["record"]["abstract"]  # enrichment's context: once, on the article's marker
+    assert all("abstract" not in r["record"] for r in rows + plain)
     figures = [r for r in rows if r["status"] == FIGURE]
     failed = [r for r in rows if r["status"] == FAILED]
     assert [r["key"] for r in figures] == [f"PMC3460867-pone-0046493-g00{n}" for n in (1, 2, 3)]
@@ -91,7 +94,7 @@ def test_explode_real_article_keeps_figures_and_fails_the_missing_image(
         assert "." not in row["key"]
         rec = row["record"]
         assert rec["pmcid"] == "PMC3460867" and rec["doi"] == "10.1371/journal.pone.0046493"
-        assert rec["caption"] and rec["_context"]["abstract"]
+        assert rec["caption"]
         Image.open(io.BytesIO(row["image"])).verify()
 
 
@@ -146,10 +149,40 @@ def test_panel_rows_pair_generated_figures(settings) -> None:
 
 
 def test_expand_keeps_order_and_passes_other_rows_through() -> None:
-    rows = [make_row(str(i), FIGURE if i % 2 else FAILED, {"i": i}) for i in range(6)]
+    def row(i: int) -> dict:
+        if i % 2:
+            return make_row(str(i), FIGURE, {"figure_key": str(i), "mentions": []})
+        failure = FailureRecord(str(i), "fetch", "missing", "gone", retryable=True, time="t")
+        return failure_row(failure, "article", str(i))
+
+    rows = [row(i) for i in range(6)]
     out = expand(rows, FIGURE, lambda todo: [[r, {**r, "key": r["key"] + "b"}] for r in todo])
     assert [r["key"] for r in out] == ["0", "1", "1b", "2", "3", "3b", "4", "5", "5b"]
-    assert decode(encode(out)) == out
+    back = decode(encode(out))
+    assert [(r["key"], r["status"]) for r in back] == [(r["key"], r["status"]) for r in out]
+    for got, sent in zip(back, out, strict=True):  # every field sent comes back, typed
+        assert {k: got["record"][k] for k in sent["record"]} == sent["record"]
+        assert all(v is None for k, v in got["record"].items() if k not in sent["record"])
+    assert back[0]["record"]["failure"]["retryable"] is True
+
+
+def test_the_row_format_is_typed_and_refuses_a_field_it_does_not_name() -> None:
+    """Records travel as typed Arrow structs, not JSON text: numbers keep their width, maps
+    come back as dicts, and a field no schema names fails loudly instead of vanishing."""
+    record = {
+        "key": "PMC1v1-F1-p00",
+        "alignment_confidence": 0.1 + 0.2,  # not representable in float32
+        "panel_bbox": [0, 0, 2**40, 3],
+        "detector_dropped": {"blank": 2, "colour_bar": 1},
+        "feasibility": [{"feature": "f", "verdict": "FEASIBLE", "rationale": "r"}],
+    }
+    table = encode([make_row("PMC1v1-F1-p00", OK, record, b"crop")])
+    assert "record" not in table.column_names
+    assert pa.types.is_struct(table.schema.field("panel").type)
+    got = decode(table)[0]["record"]
+    assert {k: got[k] for k in record} == record
+    with pytest.raises(ValueError, match="not_a_field"):
+        encode([make_row("k", OK, {**record, "not_a_field": 1})])
 
 
 def test_credit_is_split_exactly_and_never_lost() -> None:

@@ -4,26 +4,25 @@ what decided it. Also calibration, the stage's columns, and the held-out family'
 
 from __future__ import annotations
 
-import ast
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from ray_jobs.config import ClassifierSettings
-from ray_jobs.figures import classifier as clf
-from ray_jobs.figures.classifier import (
-    UNKNOWN,
-    ModalityClassifier,
+from modeldev.classifier.calibration import (
     calibrate,
-    decide,
-    familiarity,
+    calibrate_drop_confidence,
     fit_temperature,
-    save_checkpoint,
 )
+from modeldev.classifier.checkpoint import save_checkpoint
+from ray_jobs.config import ClassifierSettings
+from ray_jobs.figures.classifier import ModalityClassifier, build_model, familiarity
+from ray_jobs.figures.decision import DEFAULT_DROP_CONFIDENCE, UNKNOWN, decide
 from ray_jobs.figures.taxonomy import load_taxonomy, metadata_prior
 
 TAX = load_taxonomy()
@@ -162,7 +161,7 @@ def test_temperature_scaling_recovers_the_temperature() -> None:
 
 
 def _checkpoint(path: Path, calibration: dict) -> Path:
-    model = clf.build_model("resnet18", len(CLASSES))
+    model = build_model("resnet18", len(CLASSES))
     save_checkpoint(path, "resnet18", CLASSES, 32, model.state_dict(), calibration)
     return path
 
@@ -245,25 +244,31 @@ def test_relevance_rows_carry_the_evidence(tmp_path: Path) -> None:
     json.dumps(kept["record"])  # records travel as JSON
 
 
-def test_the_heldout_family_is_separate_from_training() -> None:
-    """No training or calibration code imports the held-out family, and it draws the same
-    panels for a seed."""
-    from ray_jobs.figures import modality_heldout
+# what each side may load: the product no generator and no development code, training and
+# calibration (their drawing included) not the held-out relevance family
+_LOADED = """
+import json, sys
+import ray_jobs.figures.classifier, ray_jobs.figures.decision, ray_jobs.pipeline.relevance_stage
+product = sorted(sys.modules)
+from modeldev.classifier import augment, calibration, checkpoint, data, evaluate, train
+calibration.calibration_family(per_kind=1)
+print(json.dumps({"product": product, "training": sorted(sys.modules)}))
+"""
 
-    for module in (
-        "classifier.py",
-        "synth/modality_panels.py",
-        "synth/panels.py",
-        "heldout/content.py",
-    ):
-        tree = ast.parse((Path(clf.__file__).parent / module).read_text())
-        imported = [
-            n.module if isinstance(n, ast.ImportFrom) else a.name
-            for n in ast.walk(tree)
-            if isinstance(n, ast.Import | ast.ImportFrom)
-            for a in (n.names if isinstance(n, ast.Import) else [n])
-        ]
-        assert not any(name and "modality_heldout" in name for name in imported), module
+
+def test_the_heldout_family_is_separate_from_training() -> None:
+    """The product loads no generator and no development code; no training or calibration
+    code loads the held-out family; and the family draws the same panels for a seed."""
+    from modeldev.classifier import heldout as modality_heldout
+
+    done = subprocess.run(
+        [sys.executable, "-c", _LOADED], capture_output=True, text=True, check=True
+    )
+    loaded = json.loads(done.stdout)
+    assert not [
+        m for m in loaded["product"] if m.startswith("modeldev") or ".synth" in m or "heldout" in m
+    ]
+    assert modality_heldout.__name__ not in loaded["training"]
     a = modality_heldout.heldout_panels(2, seed=5)
     b = modality_heldout.heldout_panels(2, seed=5)
     assert [p.caption for p in a] == [p.caption for p in b]
@@ -314,15 +319,15 @@ def test_drop_confidence_bounds_the_clinical_drops_of_the_calibration_family() -
     mass = [0.0] * 190 + [0.95, 0.96, 0.97, 0.98, 0.99, 0.991, 0.992, 0.993, 0.9995, 0.9999]
     mass += [0.9999, 0.99999, 0.5, 0.0]
     images = [None] * len(clinical)
-    cal = clf.calibrate_drop_confidence(_Stub(mass), images, clinical, risk=0.01)  # type: ignore[arg-type]
+    cal = calibrate_drop_confidence(_Stub(mass), images, clinical, risk=0.01)  # type: ignore[arg-type]
     # 1% of 200 is 2: the threshold sits just above the third most confident clinical panel
     assert cal["drop_confidence"] == pytest.approx(0.993001)
     assert cal["drop_family_clinical_dropped"] == 2
     assert cal["drop_family_nonclinical_dropped_rate"] == 0.5
-    never = clf.calibrate_drop_confidence(_Stub([1.0, 1.0, 0.0]), [None] * 3, [True, True, False])  # type: ignore[arg-type]
+    never = calibrate_drop_confidence(_Stub([1.0, 1.0, 0.0]), [None] * 3, [True, True, False])  # type: ignore[arg-type]
     assert never["drop_confidence"] > 1 and never["drop_family_clinical_dropped"] == 0
-    quiet = clf.calibrate_drop_confidence(_Stub([0.0, 0.0]), [None] * 2, [True, False])  # type: ignore[arg-type]
-    assert quiet["drop_confidence"] == clf.DEFAULT_DROP_CONFIDENCE
+    quiet = calibrate_drop_confidence(_Stub([0.0, 0.0]), [None] * 2, [True, False])  # type: ignore[arg-type]
+    assert quiet["drop_confidence"] == DEFAULT_DROP_CONFIDENCE
 
 
 def test_shipped_decision_on_the_heldout_family() -> None:
@@ -330,7 +335,7 @@ def test_shipped_decision_on_the_heldout_family() -> None:
     worst of the three reported): nothing dropped against a caption naming a clinical
     modality, at most 2% of clinical panels dropped with the caption, and the image model
     abstaining on a good part of a family it never saw."""
-    from ray_jobs.figures.modality_heldout import format_report, relevance_report
+    from modeldev.classifier.heldout import format_report, relevance_report
 
     report = relevance_report(per_class=20, seed=2)
     combined, image = report["combined"], report["image_only"]

@@ -16,9 +16,10 @@ import torch
 from fake_llm_server import FakeLLM, start_fake_llm
 from PIL import Image
 
+from modeldev.classifier.checkpoint import save_checkpoint
 from ray_jobs.config import ClassifierSettings, LongCapSettings
 from ray_jobs.contract.rows import DROPPED, FAILED, OK, Row, make_row
-from ray_jobs.figures.classifier import ModalityClassifier, save_checkpoint
+from ray_jobs.figures.classifier import ModalityClassifier
 from ray_jobs.figures.panels import resolve_weights
 from ray_jobs.longcap.enrich import Enricher
 from ray_jobs.pipeline.enrich_stage import enrich_rows

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image, ImageDraw
 
-from ray_jobs.figures.second_opinion import cut_panels, second_opinion, split_box
-from ray_jobs.figures.separators import clear_lines, to_grey, xy_cut
+from modeldev.detector.second_opinion import cut_panels, second_opinion, split_box
+from modeldev.detector.separators import clear_lines, to_grey, xy_cut
 
 
 def noise(w: int, h: int, seed: int) -> Image.Image:

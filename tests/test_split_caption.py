@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ray_jobs.captions.baseline import regex_split
-from ray_jobs.captions.gold import halves, load, score_gold
+from modeldev.captions.baseline import regex_split
+from modeldev.captions.gold import halves, load, score_gold
 from ray_jobs.captions.labels import expand
 from ray_jobs.captions.split import split_caption
 

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from ray_jobs.figures.synth.generate import coco, make_figure, write_dataset, yolo_lines
-from ray_jobs.figures.synth.hard_panels import HARD
-from ray_jobs.figures.synth.labels import SCHEMES, label_text, roman
-from ray_jobs.figures.synth.layout import nested_layout
+from modeldev.synth.generate import coco, make_figure, write_dataset, yolo_lines
+from modeldev.synth.hard_panels import HARD
+from modeldev.synth.labels import SCHEMES, label_text, roman
+from modeldev.synth.layout import nested_layout
 
 
 def tree_digest(root: Path) -> dict[str, str]:
@@ -307,7 +307,7 @@ def test_label_faces_set_labels_in_the_readers_type_inside_their_boxes() -> None
     the figure drawn without it; the others name one of the reader's faces (never the held-out
     family's mono or STIX), their ink differs (unless the face drawn is the generator's own),
     and every label's ink lies inside its box."""
-    from ray_jobs.figures.letters.fonts import faces
+    from modeldev.letters.fonts import faces
 
     names = {p.name for p in faces()}
     seen: set[str] = set()

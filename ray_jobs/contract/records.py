@@ -9,7 +9,7 @@ base name): ``PMC13901v1-f2-p00``.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 import pyarrow as pa
@@ -100,8 +100,11 @@ class PanelRecord:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PanelRecord:
-        names = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in names}
+        values = {
+            k: v
+            for k, v in data.items()
+            if k in _FIELD_NAMES and not (v is None and k in _NOT_NONE)
+        }
         values["feasibility"] = [
             f if isinstance(f, Feature) else Feature(**f) for f in values.get("feasibility") or []
         ]
@@ -109,6 +112,13 @@ class PanelRecord:
 
 
 _FIELD_NAMES = tuple(f.name for f in fields(PanelRecord))
+# fields whose default is not None: a record in flight holds every field of its schema, None
+# where no stage set it, and such a None means "not set", so the default stands
+_NOT_NONE = frozenset(
+    f.name
+    for f in fields(PanelRecord)
+    if f.default is not None and (f.default is not MISSING or f.default_factory is not MISSING)
+)
 FEATURE = pa.struct(
     [("feature", pa.string()), ("verdict", pa.string()), ("rationale", pa.string())]
 )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image
 
-from ray_jobs.figures.separators import _runs
+from ray_jobs.figures.runs import true_runs
 
 WORK_SIDE = 512  # each side of the crop is judged at most this long: a huge box costs no more
 MIN_ASPECT = 2.5  # long side over short side
@@ -92,4 +92,4 @@ def is_colour_bar(crop: Image.Image) -> bool:
     # a bar does not sink back to the page colour on its way: spots on a dark ground do
     bar = body[:, end - widest : end].mean(axis=1)
     on_page = np.abs(bar - page).max(axis=1) <= 24
-    return max((e - s for s, e in _runs(on_page)), default=0) <= MAX_PAGE_RUN * len(bar)
+    return max((e - s for s, e in true_runs(on_page)), default=0) <= MAX_PAGE_RUN * len(bar)

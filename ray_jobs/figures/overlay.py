@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from PIL import Image, ImageDraw
 
-from ray_jobs.figures.synth.fonts import font
+from ray_jobs.figures.fonts import font
 
 COLORS = {"panel": (230, 40, 40), "label": (30, 120, 255)}
 

@@ -1,11 +1,12 @@
 """Panel extraction: compound figure in, panels in reading order out.
 
-:class:`PanelDetector` is the stage: a callable class for Ray ``map_batches`` (the model is
-loaded once per actor, and the device, GPU with half precision or CPU, is chosen there, on the
-worker, never on the driver). The pure functions around it decide what a panel is: boxes too
-small or degenerate are dropped with a reason, a box that merely contains other panels (the
-whole figure) is dropped, labels are attached to the panel they name, and a figure with no
-confident panel passes through as one panel.
+:class:`PanelDetector` is the stage's model, built once per Ray actor: the model is loaded
+there, and the device (GPU with half precision, or CPU) is chosen there, on the worker, never
+on the driver; :meth:`PanelDetector.detect` turns figure bytes into :class:`FigurePanels`.
+The pure functions around it decide what a panel is: boxes too small or degenerate are
+dropped with a reason, a box that merely contains other panels (the whole figure) is dropped,
+labels are attached to the panel they name, and a figure with no confident panel passes
+through as one panel.
 """
 
 from __future__ import annotations
@@ -22,17 +23,16 @@ from PIL import Image
 
 from ray_jobs.config import DetectorSettings
 from ray_jobs.contract.failures import FailureRecord
+from ray_jobs.figures.boxes import Box, contains, iou_matrix, overlap_of_smaller
 from ray_jobs.figures.colour_bars import is_colour_bar
 from ray_jobs.figures.images import decode_image, page_level
 from ray_jobs.figures.label_splits import split_at_labels
-from ray_jobs.figures.metrics import iou_matrix
 from ray_jobs.figures.yolo_env import ultralytics_offline
 
 log = logging.getLogger(__name__)
 STAGE = "detect"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PANEL, LABEL = 0, 1
-Box = tuple[int, int, int, int]
 
 
 @dataclass
@@ -132,23 +132,6 @@ def reading_order(boxes: list[Box]) -> list[int]:
     return [i for row in rows for i in sorted(row, key=lambda j: boxes[j][0])]
 
 
-def _intersection(a: Box, b: Box) -> int:
-    return max(0, min(a[2], b[2]) - max(a[0], b[0])) * max(0, min(a[3], b[3]) - max(a[1], b[1]))
-
-
-def _area(box: Box) -> int:
-    return (box[2] - box[0]) * (box[3] - box[1])
-
-
-def _contains(outer: Box, inner: Box, fraction: float = 0.9) -> bool:
-    return _area(inner) > 0 and _intersection(outer, inner) >= fraction * _area(inner)
-
-
-def _overlap_of_smaller(a: Box, b: Box) -> float:
-    smaller = min(_area(a), _area(b))
-    return _intersection(a, b) / smaller if smaller > 0 else 0.0
-
-
 def _merge_overlapping(
     key: str, kept: list[tuple[Box, float]], dropped: list[Dropped], limit: float = 0.25
 ) -> list[tuple[Box, float]]:
@@ -159,7 +142,7 @@ def _merge_overlapping(
         for i in range(len(boxes)):
             for j in range(i + 1, len(boxes)):
                 (a, sa), (b, sb) = boxes[i], boxes[j]
-                share = _overlap_of_smaller(a, b)
+                share = overlap_of_smaller(a, b)
                 if limit < share < 0.9:  # near-containment is left to the container rule
                     if min(sa, sb) < 0.5 * max(sa, sb):  # a weak box straddling a sure one
                         weak = j if sb < sa else i
@@ -217,7 +200,7 @@ def select_panels(
     # they are pieces of it (a plot cut at the white between its bars)
     containers, fragments = set(), set()
     for i, (outer, score) in enumerate(kept):
-        inner = [j for j, (b, _) in enumerate(kept) if j != i and _contains(outer, b)]
+        inner = [j for j, (b, _) in enumerate(kept) if j != i and contains(outer, b)]
         if len(inner) < 2:
             continue
         if score >= max(kept[j][1] for j in inner) + CONTAINER_MARGIN:
@@ -235,7 +218,7 @@ def select_panels(
     nested = set()
     for i, (a, sa) in enumerate(kept):
         for j, (b, sb) in enumerate(kept):
-            if i < j and _overlap_of_smaller(a, b) >= 0.9:
+            if i < j and overlap_of_smaller(a, b) >= 0.9:
                 nested.add(i if sa < sb else j)
     for i in sorted(nested):
         dropped.append(Dropped(key, kept[i][0], kept[i][1], "nested"))
@@ -468,11 +451,10 @@ def load_reader(weights: str | None):  # type: ignore[no-untyped-def]
 
 
 class PanelDetector:
-    """The detection stage. Construct once per worker; call on batches.
+    """The detection stage's model. Construct once per worker; ``detect`` a batch of figures.
 
-    ``__call__`` takes a Ray-style batch ``{"key": [...], "image": [bytes, ...]}`` and returns
-    one row per panel (columns below) plus one row per failed image (``status == "failed"``),
-    so failures travel with the data instead of killing the batch.
+    A figure that fails to decode, or whose chunk the model fails on, comes back as a
+    :class:`FailureRecord` so failures travel with the data instead of killing the batch.
     """
 
     def __init__(self, settings: DetectorSettings | None = None, *, device: str | None = None):
@@ -556,11 +538,13 @@ class PanelDetector:
             raws[i] = boxes
         return raws
 
-    def _read(
+    def read_boxes(
         self, images: list[Image.Image], conf: float | None = None
     ) -> tuple[list[list[RawBox]], list[int]]:
         """Raw boxes per image at the size the stage reads it at, and which images were zoomed
-        (``needs_zoom`` judges the boxes at the stage's own thresholds whatever ``conf`` is)."""
+        (``needs_zoom`` judges the boxes at the stage's own thresholds whatever ``conf`` is).
+        ``detect`` chooses among these; model development measures them
+        (``modeldev.detector.proposals``), so both see the boxes the same reading gives."""
         s = self.settings
         raws = self._raws(images, s.imgsz, conf)
         zoom = [i for i, img in enumerate(images) if needs_zoom(raws[i], *img.size, s)]
@@ -568,22 +552,6 @@ class PanelDetector:
         for i, boxes in zip(zoom, zoomed, strict=True):
             raws[i] = boxes
         return raws, zoom
-
-    def proposals(self, items: list[tuple[str, bytes]], conf: float) -> list[list[RawBox]]:
-        """Every box the model proposes at ``conf`` or more, per figure, at the size the stage
-        reads that figure at: what a perfect choice among them could reach
-        (``protocol.proposal_ceiling``) tells a detector that does not see a panel from a stage
-        that does not choose it. For measuring; figures that fail to decode get no boxes."""
-        images = []
-        for _, data in items:
-            try:
-                images.append(decode_image(data, self.settings.max_pixels))
-            except Exception:  # a figure that does not decode proposes nothing
-                images.append(Image.new("RGB", (1, 1)))
-        out: list[list[RawBox]] = []
-        for start in range(0, len(images), self.settings.batch_size):
-            out.extend(self._read(images[start : start + self.settings.batch_size], conf)[0])
-        return out
 
     def detect(
         self, items: list[tuple[str, bytes]], with_crops: bool = True
@@ -600,7 +568,7 @@ class PanelDetector:
         for start in range(0, len(decoded), s.batch_size):
             chunk = decoded[start : start + s.batch_size]
             try:
-                raws, zoom = self._read([img for _, img in chunk])
+                raws, zoom = self.read_boxes([img for _, img in chunk])
             except Exception as exc:  # a model fault fails this chunk's figures, not the job
                 failures.extend(FailureRecord.from_exception(k, STAGE, exc) for k, _ in chunk)
                 continue
@@ -621,49 +589,3 @@ class PanelDetector:
                 except Exception as exc:  # one figure's fault is that figure's failure
                     failures.append(FailureRecord.from_exception(key, STAGE, exc))
         return figures, failures
-
-    def __call__(self, batch: dict[str, Any]) -> dict[str, list]:
-        figures, failures = self.detect(list(zip(batch["key"], batch["image"], strict=True)))
-        rows: dict[str, list] = {c: [] for c in PANEL_COLUMNS}
-        for fig in figures:
-            for p in fig.panels:
-                for column, value in (
-                    ("key", p.figure_key),
-                    ("panel_index", p.panel_index),
-                    ("bbox", list(p.bbox)),
-                    ("score", p.score),
-                    ("label_bbox", list(p.label_bbox) if p.label_bbox else None),
-                    ("label_score", p.label_score),
-                    ("status", p.status),
-                    ("detector", p.detector),
-                    ("detector_version", p.detector_version),
-                    ("crop", p.crop),
-                    ("figure_width", fig.width),
-                    ("figure_height", fig.height),
-                    ("error", None),
-                ):
-                    rows[column].append(value)
-        for f in failures:
-            for column in PANEL_COLUMNS:
-                rows[column].append(None)
-            rows["key"][-1] = f.source_key
-            rows["status"][-1] = "failed"
-            rows["error"][-1] = f"{f.stage}/{f.error_type}: {f.message}"
-        return rows
-
-
-PANEL_COLUMNS = (
-    "key",
-    "panel_index",
-    "bbox",
-    "score",
-    "label_bbox",
-    "label_score",
-    "status",
-    "detector",
-    "detector_version",
-    "crop",
-    "figure_width",
-    "figure_height",
-    "error",
-)

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 from types import ModuleType
 
-from ray_jobs.figures.synth.fonts import font_path
+from ray_jobs.figures.fonts import font_path
 
 
 def ultralytics_offline(config_dir: str | os.PathLike[str] | None = None) -> ModuleType:

@@ -26,6 +26,8 @@ import argparse
 import datetime as dt
 import json
 import logging
+import os
+import re
 import sys
 import uuid
 
@@ -53,12 +55,15 @@ from ray_jobs.storage.lease import OutputLease
 from ray_jobs.storage.store import Storage, open_storage
 
 log = logging.getLogger(__name__)
+RUN_ID_ENV = "PMCVL_RUN_ID"  # a caller's name for the run (pmc_dataset: its Ray submission id)
 
 
 def run_build(settings: Settings) -> BuildReport:
     storage = open_storage(settings.output.uri, settings.output.s3)
     now = dt.datetime.now(dt.UTC)
-    run_id = now.strftime("%Y%m%dT%H%M%S%f") + "-" + uuid.uuid4().hex[:6]
+    run_id = os.environ.get(RUN_ID_ENV) or now.strftime("%Y%m%dT%H%M%S%f-") + uuid.uuid4().hex[:6]
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", run_id):  # it names files: runs/<run_id>.json
+        raise SystemExit(f"{RUN_ID_ENV}={run_id!r}: letters, digits, '_' and '-' only")
     report = BuildReport(run_id, storage.uri, settings.fingerprint(), started=now.isoformat())
     report.license_policy = settings.output.licenses.allow
     report.enrichment = enrichment_plan(settings)

@@ -1,18 +1,17 @@
 """Work seconds per article (``pipeline.max_seconds_per_article``), where content sets the cost.
 
 The fetch stage times an article's fetch, parse and explode; what is left of the budget rides
-on each of its figure rows, and the panel stage charges each figure its share of the detector
-batch plus its own pairing and crops. Later stages cost the same for any panel (a fixed-size
-classifier input; LLM calls bounded by the client's timeouts and retries), so the budget stops
-there. The checks fall between steps: the stages run in thread pools, which Python cannot
-preempt, and each step is itself bounded by the size caps.
+on each of its figure rows (``rows.BUDGET_LEFT``), and the panel stage charges each figure its
+share of the detector batch plus its own pairing and crops. Later stages cost the same for any
+panel (a fixed-size classifier input; LLM calls bounded by the client's timeouts and retries),
+so the budget stops there. The checks fall between steps: the stages run in thread pools,
+which Python cannot preempt, and each step is itself bounded by the size caps.
 """
 
 from __future__ import annotations
 
 from ray_jobs.contract.failures import FailureRecord
 
-LEFT = "_budget_s"  # record field of a figure row: seconds its article has left
 ERROR = "time_budget"
 
 

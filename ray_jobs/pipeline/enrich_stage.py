@@ -9,6 +9,7 @@ would come back the same, so it stays a permanent failure row.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ray_jobs.captions.tokens import clip_tokens, long_tokens
@@ -19,9 +20,10 @@ from ray_jobs.longcap.context import PanelContext
 from ray_jobs.longcap.enrich import Enricher, EnrichResult
 
 
-def panel_context(row: Row) -> PanelContext:
+def panel_context(row: Row, context: Mapping[str, Any] | None = None) -> PanelContext:
+    """``context``: the article's abstract and acronyms (``staging.article_contexts``)."""
     rec = row["record"]
-    context = rec.get("_context") or {}
+    context = context or {}
     return PanelContext(
         key=row["key"],
         subcaption=rec["subcaption"],
@@ -34,10 +36,10 @@ def panel_context(row: Row) -> PanelContext:
     )
 
 
-def _context(panel: Row) -> PanelContext | FailureRecord:
+def _context(panel: Row, contexts: Mapping[str, Mapping[str, Any]]) -> PanelContext | FailureRecord:
     """The panel's prompt context, or its failure: a malformed record fails its row alone."""
     try:
-        return panel_context(panel)
+        return panel_context(panel, contexts.get(panel["record"].get("article_key") or ""))
     except Exception as exc:
         return FailureRecord.from_exception(panel["key"], STAGE, exc)
 
@@ -78,12 +80,16 @@ def _long_caption_fields(result: EnrichResult, long_tokenizer: str | None) -> di
 
 
 def enrich_rows(
-    panels: list[Row], enricher: Enricher, long_tokenizer: str | None = None
+    panels: list[Row],
+    enricher: Enricher,
+    long_tokenizer: str | None = None,
+    articles: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[list[Row]]:
-    """One list of rows per panel: the panel with its long caption, or its failure row. A bad
-    row (a record the context cannot be read from, a caption the tokenizer rejects) fails
-    alone; the batch goes on."""
-    contexts = [_context(p) for p in panels]
+    """One list of rows per panel: the panel with its long caption, or its failure row.
+    ``articles`` holds each article's context by article key. A bad row (a record the
+    context cannot be read from, a caption the tokenizer rejects) fails alone; the batch goes
+    on."""
+    contexts = [_context(p, articles or {}) for p in panels]
     asked = [
         (c, p["image"])
         for c, p in zip(contexts, panels, strict=True)

@@ -18,7 +18,7 @@ from ray_jobs.config import PipelineSettings, Settings
 from ray_jobs.contract.failures import FailureRecord
 from ray_jobs.contract.records import figure_key
 from ray_jobs.contract.refs import ArticleRef
-from ray_jobs.contract.rows import ARTICLE, FIGURE, Row, failure_row, make_row
+from ray_jobs.contract.rows import ARTICLE, BUDGET_LEFT, FIGURE, Row, failure_row, make_row
 from ray_jobs.figures.images import header_decoded_bytes
 from ray_jobs.pipeline import budget
 from ray_jobs.pmc import license_policy
@@ -102,17 +102,14 @@ def figure_rows(
     article: Article,
     media: dict[str, bytes],
     split: str,
-    with_context: bool = True,
     *,
     max_figures: int = _LIMITS.max_figures_per_article,
     max_decoded_bytes: int = _LIMITS.max_decoded_bytes_per_article,
 ) -> list[Row]:
-    """``with_context`` carries the abstract and acronyms along, for enrichment only. The
-    figures past the article's bounds become one figure-level failure row: the article's
+    """The figures past the article's bounds become one figure-level failure row: the article's
     other figures are good data, and its ledger entry stays ``ok`` (a rerun would cut the
     same figures again)."""
     base = article_fields(ref, article)
-    context = {"abstract": article.abstract, "acronyms": article.acronyms} if with_context else {}
     kept, reason = kept_figures(article.figures, media, max_figures, max_decoded_bytes)
     rows: list[Row] = []
     used: set[str] = set()
@@ -145,7 +142,6 @@ def figure_rows(
             "bold_labels": figure.bold_labels,
             "mentions": [{"sentence": m.sentence, "panels": m.panels} for m in figure.mentions],
             "split": split,
-            "_context": context,
         }
         rows.append(make_row(key, FIGURE, record, image))
     return rows
@@ -182,6 +178,8 @@ def explode_article(
         return [failure_row(got, "article", ref.key)], make_row(ref.key, ARTICLE, marker)
     package, article = got
     marker["license"] = label(article.license.code)
+    if settings.longcap.enabled:  # enrichment's context, once per article (``enrich_stage``)
+        marker["abstract"], marker["acronyms"] = article.abstract, article.acronyms
     skip = license_policy.skip_failure(ref.key, settings.output.licenses.allow, marker["license"])
     if skip is not None:  # never built: its failure row says why, its part counts it
         return [failure_row(skip, "article", ref.key)], make_row(ref.key, ARTICLE, marker)
@@ -193,14 +191,13 @@ def explode_article(
         article,
         package.media,
         split,
-        settings.longcap.enabled,
         max_figures=limits.max_figures_per_article,
         max_decoded_bytes=limits.max_decoded_bytes_per_article,
     )
     left = limit - (time.monotonic() - start)
     for row in rows:
         if row["status"] == FIGURE:
-            row["record"][budget.LEFT] = left
+            row["record"][BUDGET_LEFT] = left
     marker["figures"] = len(article.figures)
     return rows, make_row(ref.key, ARTICLE, marker)
 

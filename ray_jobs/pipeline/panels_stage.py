@@ -24,7 +24,7 @@ from ray_jobs.captions.tokens import clip_tokens
 from ray_jobs.config import Settings
 from ray_jobs.contract.failures import FailureRecord
 from ray_jobs.contract.records import panel_key
-from ray_jobs.contract.rows import OK, Row, failure_row, make_row
+from ray_jobs.contract.rows import BUDGET_LEFT, OK, Row, failure_row, make_row
 from ray_jobs.dedup.hashes import phash, sha256
 from ray_jobs.figures.images import STAGE as IMAGE_STAGE
 from ray_jobs.figures.images import header_decoded_bytes, pillow_open
@@ -51,7 +51,7 @@ def figure_panel_rows(figure: Row, found: FigurePanels, settings: Settings) -> l
     dropped: dict[str, int] = {}
     for d in found.dropped:
         dropped[d.reason] = dropped.get(d.reason, 0) + 1
-    shared = {k: v for k, v in rec.items() if k not in ("bold_labels", budget.LEFT)}
+    shared = {k: v for k, v in rec.items() if k not in ("bold_labels", BUDGET_LEFT)}
     rows = []
     for panel, pair in zip(found.panels, paired, strict=True):
         crop = panel.crop
@@ -106,7 +106,7 @@ def too_many_panels(found: FigurePanels, max_panels: int) -> FailureRecord | Non
 
 def left_of(figure: Row) -> float:
     """Seconds the figure's article has left (no budget on rows made outside the build)."""
-    left = figure["record"].get(budget.LEFT)
+    left = figure["record"].get(BUDGET_LEFT)
     return float("inf") if left is None else left
 
 

@@ -108,14 +108,28 @@ class EnrichStage(Stage):
         from ray_jobs.longcap.enrich import Enricher
         from ray_jobs.storage.store import open_storage
 
-        cache = open_storage(settings.output.uri, settings.output.s3)
-        self.enricher = Enricher(settings.longcap, cache=cache)
+        self.storage = open_storage(settings.output.uri, settings.output.s3)
+        self.enricher = Enricher(settings.longcap, cache=self.storage)
         self.long_tokenizer = settings.captions.long_tokenizer
+        self.contexts: dict[str, dict[str, dict[str, Any]]] = {}  # by part, the latest few
+
+    def _articles(self, rows: list[Row]) -> dict[str, dict[str, Any]]:
+        """The articles' contexts for ``rows``, read once per part from its staged markers."""
+        from ray_jobs.pipeline.staging import article_contexts
+
+        articles: dict[str, dict[str, Any]] = {}
+        for part in sorted({row["part"] for row in rows if row.get("part")}):
+            if part not in self.contexts:
+                while len(self.contexts) >= 4:
+                    del self.contexts[next(iter(self.contexts))]
+                self.contexts[part] = article_contexts(self.storage, part)
+            articles.update(self.contexts[part])
+        return articles
 
     def process_batch(self, rows: list[Row]) -> list[list[Row]]:
         from ray_jobs.pipeline.enrich_stage import enrich_rows
 
-        out = enrich_rows(rows, self.enricher, self.long_tokenizer)
+        out = enrich_rows(rows, self.enricher, self.long_tokenizer, self._articles(rows))
         for produced in out:
             for row in produced:
                 rec: dict[str, Any] = row["record"]

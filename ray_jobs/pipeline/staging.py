@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ray_jobs.config import OutputSettings
-from ray_jobs.contract.rows import CREDIT, OK, ROW_SCHEMA, Row, decode
+from ray_jobs.contract.rows import ARTICLE, CREDIT, OK, ROW_FORMAT, ROW_SCHEMA, Row, decode
 from ray_jobs.storage.parquet import read_parquet, write_parquet
 from ray_jobs.storage.store import Storage, open_storage
 
@@ -52,14 +52,12 @@ def _digest(table: pa.Table) -> str:
 
 
 def _hashes(table: pa.Table) -> tuple[pa.Array, pa.Array]:
-    sha, ph = [], []
-    for status, record in zip(
-        table["status"].to_pylist(), table["record"].to_pylist(), strict=True
-    ):
-        rec = json.loads(record) if status == OK else {}
-        sha.append(rec.get("sha256"))
-        ph.append(rec.get("phash"))
-    return pa.array(sha, pa.string()), pa.array(ph, pa.string())
+    """The kept panels' hashes as columns (null on every other row), read from the typed
+    panel column: dedup then reads these two columns and nothing else."""
+    ok = pc.equal(table["status"], OK)
+    return tuple(  # type: ignore[return-value]
+        pc.if_else(ok, pc.struct_field(table["panel"], name), None) for name in ("sha256", "phash")
+    )
 
 
 def write_fragments(batch: pa.Table, output: OutputSettings, kind: str) -> pa.Table:
@@ -102,15 +100,36 @@ def read_rows(storage: Storage, fragments: Iterable[str]) -> list[Row]:
     return decode(pa.concat_tables(tables)) if tables else []
 
 
+def article_contexts(storage: Storage, part: str) -> dict[str, dict[str, Any]]:
+    """Enrichment's context of each article of a staged part (article key -> abstract and
+    acronyms), read from its end markers: the context rides once per article, on the marker,
+    never on the article's panel rows."""
+    record = staged(storage, part)
+    contexts: dict[str, dict[str, Any]] = {}
+    for fragment in (record or {}).get("fragments", {}):
+        table = read_parquet(storage, fragment).select(["key", "status", "article"])
+        markers = table.filter(pc.equal(table["status"], ARTICLE))
+        for row in decode(markers):
+            rec = row["record"]
+            contexts[rec["article_key"]] = {
+                "abstract": rec["abstract"] or "",
+                "acronyms": rec["acronyms"] or {},
+            }
+    return contexts
+
+
 def mark_staged(storage: Storage, part: str, fragments: dict[str, int]) -> None:
     """``fragments``: each fragment's path and how many panels in it are still kept."""
-    record = {"part": part, "fragments": dict(sorted(fragments.items()))}
+    record = {"part": part, "format": ROW_FORMAT, "fragments": dict(sorted(fragments.items()))}
     storage.write_bytes(part_prefix(part) + STAGED, json.dumps(record, indent=1).encode())
 
 
 def staged(storage: Storage, part: str) -> dict[str, Any] | None:
+    """The part's staged record; None when it is not staged, or was staged in another row
+    format (by another version of the code): that part is staged again."""
     key = part_prefix(part) + STAGED
-    return json.loads(storage.read_bytes(key)) if storage.exists(key) else None
+    record = json.loads(storage.read_bytes(key)) if storage.exists(key) else None
+    return record if record is not None and record.get("format") == ROW_FORMAT else None
 
 
 def read_verdicts(storage: Storage, part: str) -> dict[str, dict[str, Any]]:

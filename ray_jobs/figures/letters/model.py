@@ -13,7 +13,7 @@ import numpy as np
 from PIL import Image
 
 from ray_jobs.figures.letters.classes import CLASSES
-from ray_jobs.figures.letters.data import prepare
+from ray_jobs.figures.letters.crops import prepare
 from ray_jobs.figures.letters.schemes import each_alone, read_in_scheme
 
 REPO_ROOT = Path(__file__).resolve().parents[3]

@@ -14,8 +14,8 @@ import numpy as np
 
 from ray_jobs.captions.pairing import PanelBox, pair_panels
 from ray_jobs.captions.split import split_caption
+from ray_jobs.figures.boxes import iou_matrix
 from ray_jobs.figures.letters.classes import canonical
-from ray_jobs.figures.metrics import iou_matrix
 
 LETTER_SCHEMES = frozenset({"A", "a", "(a)", "(A)", "a)", "A)", "A."})
 

@@ -1,4 +1,4 @@
-"""A second family of compound figures, written independently of ``figures/synth``.
+"""A second family of compound figures, written independently of ``modeldev/synth``.
 
 It exists to measure, never to train: its layouts (recursive guillotine cuts, gutterless and
 uneven), its panel content (wide-gap bar charts, stripes, gradients, tables, sparse drawings,

@@ -16,8 +16,8 @@ import numpy as np
 import yaml
 from lxml import etree
 
+from modeldev.detector.metrics import Detections, summarize
 from ray_jobs.config import DetectorSettings
-from ray_jobs.figures.metrics import Detections, summarize
 from ray_jobs.figures.panels import PANEL, PanelDetector, build_panels
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".tif", ".tiff", ".gif", ".bmp", ".webp")

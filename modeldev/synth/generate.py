@@ -27,19 +27,13 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 from rich.progress import track
 
-from ray_jobs.figures.letters.fonts import face as reader_face
-from ray_jobs.figures.letters.fonts import faces
-from ray_jobs.figures.synth.fonts import font
-from ray_jobs.figures.synth.hard_panels import HARD, HARD_WHITE
-from ray_jobs.figures.synth.labels import SCHEMES, label_text
-from ray_jobs.figures.synth.layout import (
-    Box,
-    dense_layout,
-    nested_layout,
-    sample_layout,
-    uneven_layout,
-)
-from ray_jobs.figures.synth.panels import PROCEDURAL, WHITE_KINDS, FolderPanels, decorate
+from modeldev.letters.fonts import face as reader_face
+from modeldev.letters.fonts import faces
+from modeldev.synth.hard_panels import HARD, HARD_WHITE
+from modeldev.synth.labels import SCHEMES, label_text
+from modeldev.synth.layout import Box, dense_layout, nested_layout, sample_layout, uneven_layout
+from modeldev.synth.panels import PROCEDURAL, WHITE_KINDS, FolderPanels, decorate
+from ray_jobs.figures.fonts import font
 
 log = logging.getLogger(__name__)
 CLASSES = ("panel", "label")

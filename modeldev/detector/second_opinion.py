@@ -18,16 +18,8 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image
 
-from ray_jobs.figures.separators import (
-    Box,
-    Grey,
-    _runs,
-    clear_lines,
-    to_grey,
-    to_source,
-    to_work,
-    xy_cut,
-)
+from modeldev.detector.separators import Box, Grey, clear_lines, to_grey, to_source, to_work, xy_cut
+from ray_jobs.figures.runs import true_runs
 
 
 def cut_panels(image: Image.Image, grey: Grey | None = None) -> list[Box]:
@@ -163,7 +155,7 @@ def split_box(grey: Grey, box: Box, min_part: float = 0.25) -> list[Box] | None:
     for axis in (1, 0):  # separators that are rows, then columns
         clear = clear_lines(ink, axis)
         length = len(clear)
-        runs = [(a, b) for a, b in _runs(clear) if a > 0 and b < length and b - a >= 2]
+        runs = [(a, b) for a, b in true_runs(clear) if a > 0 and b < length and b - a >= 2]
         if not 1 <= len(runs) <= 2:
             continue
         cuts = [0, *[v for run in runs for v in run], length]

@@ -1,4 +1,4 @@
-"""Train the label reader: ``python -m ray_jobs.figures.letters.train --out DIR``.
+"""Train the label reader: ``python -m modeldev.letters.train --out DIR``.
 
 Data are rendered on the fly from (seed, index) (``letters.data``), so a run needs no dataset on
 disk and a held-out seed is a different set of labels drawn the same way. Single-threaded by
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from modeldev.letters.data import batch
 from ray_jobs.figures.letters.classes import CLASSES
-from ray_jobs.figures.letters.data import batch
 from ray_jobs.figures.letters.model import build
 
 

@@ -38,7 +38,7 @@ def _crops(data: bytes, boxes: list, texts: list) -> Figure:
 
 
 def generator_labels(n: int, seed: int = 99) -> list[Figure]:
-    from ray_jobs.figures.synth.generate import make_figure
+    from modeldev.synth.generate import make_figure
 
     return [
         _crops(data, fig.labels, fig.label_texts)
@@ -47,7 +47,7 @@ def generator_labels(n: int, seed: int = 99) -> list[Figure]:
 
 
 def family_labels(n: int, seed: int = 2026) -> list[Figure]:
-    from ray_jobs.figures.heldout.figure import make_heldout_figure
+    from modeldev.heldout.figure import make_heldout_figure
 
     return [
         _crops(data, fig.labels, fig.label_texts)

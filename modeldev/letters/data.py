@@ -16,13 +16,13 @@ import io
 import numpy as np
 from PIL import Image, ImageFilter
 
+from modeldev.letters.fonts import face, faces
+from modeldev.synth.generate import _draw_label
+from modeldev.synth.labels import SCHEMES, label_text
+from modeldev.synth.panels import PROCEDURAL
 from ray_jobs.figures.letters.classes import INDEX, canonical
-from ray_jobs.figures.letters.fonts import face, faces
-from ray_jobs.figures.synth.generate import _draw_label
-from ray_jobs.figures.synth.labels import SCHEMES, label_text
-from ray_jobs.figures.synth.panels import PROCEDURAL
+from ray_jobs.figures.letters.crops import prepare
 
-H, W = 32, 64  # model input: labels are wider than tall ("(a)", "b12")
 # fixed, so the reader's training data stay what its card says when the generator grows kinds
 # (a chart is left out: matplotlib is slow, and a chart's corner is white, which is drawn anyway)
 KINDS = (
@@ -37,25 +37,6 @@ KINDS = (
     "gel",
     "diagram",
 )
-
-
-def prepare(crop: Image.Image) -> np.ndarray:
-    """A crop → (H, W) float32, aspect kept, padded with its border colour, standardised."""
-    grey = np.asarray(crop.convert("L"), dtype=np.float32)
-    if grey.size == 0:
-        return np.zeros((H, W), np.float32)
-    h, w = grey.shape
-    scale = min(H / h, W / w)
-    nh, nw = max(1, round(h * scale)), max(1, round(w * scale))
-    small = np.asarray(
-        Image.fromarray(grey.astype(np.uint8)).resize((nw, nh), Image.Resampling.BILINEAR),
-        np.float32,
-    )
-    border = np.concatenate([grey[0], grey[-1], grey[:, 0], grey[:, -1]])
-    out = np.full((H, W), float(np.median(border)), np.float32)
-    top, left = (H - nh) // 2, (W - nw) // 2
-    out[top : top + nh, left : left + nw] = small
-    return (out - out.mean()) / (out.std() + 1e-3)
 
 
 def _text(rng: np.random.Generator) -> str:

@@ -2,9 +2,9 @@
 
 It exists to measure, never to train: no training or calibration command imports it. Its
 painters share no code with the panel makers the classifier learns from
-(``figures/synth/panels.py``, ``figures/synth/modality_panels.py``) and draw each class another
-way: a chest CT with lungs and spine, a sagittal spine MRI, a chest radiograph, a linear-probe
-ultrasound with a cyst, a whole-body bone scan, brown-on-blue IHC, membrane-stained
+(``modeldev/synth/panels.py``, ``modeldev/synth/modality_panels.py``) and draw each class
+another way: a chest CT with lungs and spine, a sagittal spine MRI, a chest radiograph, a
+linear-probe ultrasound with a cyst, a whole-body bone scan, brown-on-blue IHC, membrane-stained
 fluorescence, a fundus with its macula, a gastric endoscopy with folds and an on-screen frame,
 a rash, matplotlib charts in another style, pathway diagrams, an agarose gel with its ladder,
 a striped spreadsheet table. Each panel comes with a caption: most name the modality the way
@@ -459,7 +459,9 @@ def relevance_report(
     """The shipped decision on the held-out family: image alone (no text) and combined with
     the caption; accuracy, abstention, keep/drop, and drops against a caption naming a
     clinical modality."""
-    from ray_jobs.figures.classifier import UNKNOWN, KeepDrop, ModalityClassifier
+    from modeldev.classifier.evaluate import KeepDrop
+    from ray_jobs.figures.classifier import ModalityClassifier
+    from ray_jobs.figures.decision import UNKNOWN
 
     classifier = ModalityClassifier(settings or ClassifierSettings())
     tax = classifier.taxonomy

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
-from ray_jobs.figures.synth.fonts import font
+from ray_jobs.figures.fonts import font
 
 Maker = Callable[[np.random.Generator, int, int], Image.Image]
 

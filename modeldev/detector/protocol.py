@@ -1,6 +1,6 @@
 """The held-out protocol: three sets no training run sees, scored the same way for any method.
 
-- ``family``: the independent figure family (``figures/heldout``), seed 2026;
+- ``family``: the independent figure family (``modeldev/heldout``), seed 2026;
 - ``generator``: the training generator on seed 99, which no training command uses;
 - ``real``: the ten real figures in ``../shared/data/medicat_figures``, test-only; their gold is
   the panel count their caption names ((A)…(D), "(B, C)"), so they give the exact-count rate.
@@ -28,13 +28,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from ray_jobs.figures.metrics import (
-    Detections,
-    average_precision,
-    f1_of,
-    iou_matrix,
-    match_counts,
-)
+from modeldev.detector.metrics import Detections, average_precision, f1_of, match_counts
+from ray_jobs.figures.boxes import iou_matrix
 
 REPO = Path(__file__).resolve().parents[2]
 MEDICAT = REPO.parent / "shared" / "data" / "medicat_figures"
@@ -62,13 +57,13 @@ def _items(make, seed: int, n: int) -> list[Item]:  # type: ignore[no-untyped-de
 
 
 def family(n: int, seed: int = FAMILY_SEED) -> list[Item]:
-    from ray_jobs.figures.heldout.figure import make_heldout_figure
+    from modeldev.heldout.figure import make_heldout_figure
 
     return _items(make_heldout_figure, seed, n)
 
 
 def generator(n: int, seed: int = GENERATOR_SEED) -> list[Item]:
-    from ray_jobs.figures.synth.generate import make_figure
+    from modeldev.synth.generate import make_figure
 
     return _items(make_figure, seed, n)
 

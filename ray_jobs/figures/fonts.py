@@ -1,4 +1,9 @@
-"""Fonts that ship inside installed packages (matplotlib's DejaVu): never fetched."""
+"""Fonts that ship inside installed packages (matplotlib's DejaVu): never fetched.
+
+In the product because inference draws and loads type too: ``overlay`` captions the boxes of
+``pmcvl detect --overlay`` and ``yolo_env`` hands ultralytics a local Arial.ttf. The figure
+generator (``modeldev.synth``) draws its labels in the same faces from here.
+"""
 
 from __future__ import annotations
 

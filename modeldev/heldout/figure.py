@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
-from ray_jobs.figures.heldout.content import PAINTERS, WHITE, face
-from ray_jobs.figures.heldout.layout import Rect, sample_page
+from modeldev.heldout.content import PAINTERS, WHITE, face
+from modeldev.heldout.layout import Rect, sample_page
 
 SCHEMES = ("A", "a", "(a)", "(A)", "a1", "i", "1", "A.")
 

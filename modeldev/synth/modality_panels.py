@@ -16,8 +16,8 @@ import math
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
-from ray_jobs.figures.synth.fonts import font
-from ray_jobs.figures.synth.panels import Maker, array_to_rgb
+from modeldev.synth.panels import Maker, array_to_rgb
+from ray_jobs.figures.fonts import font
 
 
 def _blur(arr: np.ndarray, radius: float) -> np.ndarray:

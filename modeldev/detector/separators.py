@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image
 
+from ray_jobs.figures.runs import true_runs
+
 Box = tuple[int, int, int, int]
 WORK_SIDE = 512  # long side the analysis runs at; boxes are mapped back to source pixels
 
@@ -63,13 +65,6 @@ def to_grey(image: Image.Image, tolerance: float = 40.0) -> Grey:
     return Grey(pixels, scale, _page_colour(pixels, tolerance), tolerance)
 
 
-def _runs(clear: np.ndarray) -> list[tuple[int, int]]:
-    """Start/end (exclusive) of each run of True."""
-    padded = np.concatenate([[False], clear, [False]])
-    edges = np.flatnonzero(padded[1:] != padded[:-1])
-    return list(zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True))
-
-
 def clear_lines(ink: np.ndarray, axis: int, allowance: float = 0.002) -> np.ndarray:
     """Rows (axis 1) or columns (axis 0) with (almost) no ink: JPEG speckle is allowed."""
     if ink.size == 0:
@@ -98,7 +93,7 @@ def xy_cut(grey: Grey, min_gap: int = 2, depth: int = 8) -> list[Box]:
         region = ink[y0:y1, x0:x1]
         best: tuple[int, int, list[tuple[int, int]]] | None = None
         for axis in (1, 0):  # rows (cut horizontally), then columns
-            gaps = [(a, b) for a, b in _runs(clear_lines(region, axis)) if b - a >= min_gap]
+            gaps = [(a, b) for a, b in true_runs(clear_lines(region, axis)) if b - a >= min_gap]
             if gaps:
                 widest = max(b - a for a, b in gaps)
                 if best is None or widest > best[0]:

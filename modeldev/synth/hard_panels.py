@@ -16,7 +16,7 @@ import warnings
 import numpy as np
 from PIL import Image, ImageDraw
 
-from ray_jobs.figures.synth.fonts import font
+from ray_jobs.figures.fonts import font
 
 
 def _matplotlib_panel(w: int, h: int, draw) -> Image.Image:  # type: ignore[no-untyped-def]
