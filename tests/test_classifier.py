@@ -189,7 +189,7 @@ def test_stage_rows_and_failures(tiny: tuple[Path, Path], jats_dir: Path) -> Non
     }
     rows = stage(batch)
     assert rows["key"] == batch["key"]
-    assert rows["drop_reason"][3] == "failed" and rows["error"][3].startswith("image/")
+    assert rows["drop_reason"][3] == "failed" and rows["failure"][3].stage == "image"
     assert rows["drop_reason"][4] == "too_small" and rows["keep"][4] is False
     tax = load_taxonomy()
     for i in range(3):

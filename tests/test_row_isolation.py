@@ -99,7 +99,8 @@ def test_keywords_that_are_no_text_fail_their_panel_only(
         }
     )
     assert rows["modality_l2"][0] and rows["modality_l2"][2]
-    assert rows["modality_l2"][1] is None and rows["error"][1].startswith("classify/TypeError")
+    assert rows["modality_l2"][1] is None
+    assert (rows["failure"][1].stage, rows["failure"][1].error_type) == ("classify", "TypeError")
 
 
 @pytest.fixture

@@ -289,9 +289,7 @@ class ModalityClassifier:
                 "modality_evidence": d.evidence if d else [],
                 "modality_decided_by": d.decided_by if d else None,
                 "classifier": self.name,
-                "error": None
-                if d
-                else f"{failures[i].stage}/{failures[i].error_type}: {failures[i].message}",
+                "failure": None if d else failures[i],  # typed: stage, type, message, retryable
             }
             for column in CLASSIFIER_COLUMNS:
                 rows[column].append(values[column])
@@ -310,5 +308,5 @@ CLASSIFIER_COLUMNS = (
     "modality_evidence",
     "modality_decided_by",
     "classifier",
-    "error",
+    "failure",
 )

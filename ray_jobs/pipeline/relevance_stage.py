@@ -15,12 +15,6 @@ from ray_jobs.figures.classifier import STAGE, ModalityClassifier
 INPUTS = ("key", "image", "subcaption", "caption")
 
 
-def _failure(key: str, error: str | None) -> FailureRecord:
-    head, _, message = (error or f"{STAGE}/unknown: no decision").partition(": ")
-    stage, _, kind = head.partition("/")
-    return FailureRecord(key, stage or STAGE, kind or "unknown", message)
-
-
 def _inputs(panel: Row) -> dict[str, object]:
     rec = panel["record"]
     return {
@@ -53,7 +47,9 @@ def relevance_rows(panels: list[Row], classifier: ModalityClassifier) -> list[li
         panel = panels[i]
         rec = panel["record"]
         if result["modality_l2"][j] is None:
-            failure = _failure(panel["key"], result["error"][j])
+            failure = result["failure"][j] or FailureRecord(
+                panel["key"], STAGE, "unknown", "no decision"
+            )
             out[i] = [failure_row(failure, "panel", rec["article_key"])]
             continue
         rec["modality"] = result["modality_l2"][j]
