@@ -16,11 +16,9 @@ import pyarrow as pa
 
 from ray_jobs.config import Settings
 from ray_jobs.contract.refs import ArticleRef
-from ray_jobs.contract.rows import ARTICLE_CREDIT, FIGURE, OK, Row, make_row
+from ray_jobs.contract.rows import ARTICLE_CREDIT, FIGURE, OK, REF, Row, make_row
 from ray_jobs.pipeline import metrics
 from ray_jobs.pipeline.stage import Stage
-
-REF = "ref"
 
 
 class FetchStage(Stage):
