@@ -95,7 +95,8 @@ def validate_build(
     """Check build run ``run_id`` from its run record: the report, plus the record's
     :data:`RUN_FIELDS` under ``run``. Skips when the run added no shards; fails when the job
     wrote no record (a DAG build runs only when there is new work, so it always writes one)."""
-    from ray_jobs.shards.validate import read_run_record, run_record_key, validate_dataset
+    from ray_jobs.shards import manifest as mf
+    from ray_jobs.shards.validate import read_run_record, validate_dataset
     from ray_jobs.storage.store import open_storage
 
     with aws_environment(s3_conn_id):
@@ -103,7 +104,7 @@ def validate_build(
         record = read_run_record(storage, run_id)
         if record is None:
             raise AirflowFailException(
-                f"no run record {storage.uri}/{run_record_key(run_id)}: the job did not take "
+                f"no run record {storage.uri}/{mf.run_key(run_id)}: the job did not take "
                 "its run id (PMCVL_RUN_ID) or wrote nothing"
             )
         if not record.get("new_shards"):

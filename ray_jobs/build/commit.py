@@ -19,7 +19,6 @@ from ray_jobs.storage.store import Storage
 
 log = logging.getLogger(__name__)
 
-RUNS = "runs"
 # Crash testing: the job exits hard right after committing this many parts, so a test of
 # kill-and-resume always checks the same point. Unset in production.
 CRASH_AFTER_PARTS_ENV = "PMCVL_CRASH_AFTER_PARTS"
@@ -68,7 +67,7 @@ def write_outputs(
     record = asdict(report)
     if record["enrichment"].get("base_url"):  # a URL may carry credentials: never written
         record["enrichment"]["base_url"] = redact_url(record["enrichment"]["base_url"])
-    mf.write_json(storage, f"{RUNS}/{report.run_id}.json", record)
+    mf.write_json(storage, mf.run_key(report.run_id), record)
     enrichment = {k: v for k, v in report.enrichment.items() if k != "base_url"}
     manifest = mf.build_manifest(
         parts,

@@ -107,7 +107,7 @@ def article_contexts(storage: Storage, part: str) -> dict[str, dict[str, Any]]:
     record = staged(storage, part)
     contexts: dict[str, dict[str, Any]] = {}
     for fragment in (record or {}).get("fragments", {}):
-        table = read_parquet(storage, fragment).select(["key", "status", "article"])
+        table = read_parquet(storage, fragment, ["key", "status", "article"])  # no images
         markers = table.filter(pc.equal(table["status"], ARTICLE))
         for row in decode(markers):
             rec = row["record"]

@@ -31,6 +31,12 @@ def part_key(part: str) -> str:
     return f"{PARTS}/{part}.json"
 
 
+def run_key(run_id: str) -> str:
+    """``runs/<run_id>.json``: what one build run did (the build writes it, the DAG and
+    ``pmcvl validate --run-id`` read it)."""
+    return f"runs/{run_id}.json"
+
+
 def read_part(storage: Storage, part: str) -> dict[str, Any]:
     return json.loads(storage.read_bytes(part_key(part)))
 

@@ -28,7 +28,6 @@ from ray_jobs.shards import manifest as mf
 from ray_jobs.storage.store import Storage, open_storage
 
 _KEY = re.compile(r"^[A-Za-z0-9_-]+$")
-RUNS = "runs"  # runs/<run_id>.json: what one build run did (ray_jobs.build.commit writes it)
 
 
 @dataclass
@@ -57,14 +56,10 @@ class ValidationReport:
         )
 
 
-def run_record_key(run_id: str) -> str:
-    return f"{RUNS}/{run_id}.json"
-
-
 def read_run_record(storage: Storage, run_id: str) -> dict[str, Any] | None:
     """The build's record of run ``run_id`` (its counts and new shards), None if it wrote none:
     what the DAG reads instead of the job's log."""
-    key = run_record_key(run_id)
+    key = mf.run_key(run_id)
     return json.loads(storage.read_bytes(key)) if storage.exists(key) else None
 
 
@@ -177,7 +172,7 @@ def validate_dataset(
     elif run_id:
         record = read_run_record(storage, run_id)
         if record is None:
-            report.problems.append(f"{run_record_key(run_id)}: missing")
+            report.problems.append(f"{mf.run_key(run_id)}: missing")
             return report
         targets = []
         for shard in record.get("new_shards") or []:
