@@ -15,7 +15,7 @@ import pytest
 from pydantic import ValidationError
 
 from ray_jobs.config import load_settings
-from ray_jobs.contract.failures import FailureRecord
+from ray_jobs.contract.failures import FAILURE_SCHEMA, FailureRecord
 from ray_jobs.contract.refs import ArticleRef
 from ray_jobs.contract.rows import ARTICLE, failure_row, make_row
 from ray_jobs.pipeline.explode import end_marker
@@ -50,27 +50,36 @@ def test_the_reason_names_the_license_and_the_list() -> None:
     assert lp.refusal(COMMERCIAL, None) == "license unknown not in allow-list [CC0, CC BY]"
     assert lp.refusal(COMMERCIAL, "CC BY") is None and lp.refusal(None, "CC BY-NC") is None
     assert lp.admits([*COMMERCIAL, "unknown"], None) and not lp.admits(COMMERCIAL, "NO-CC CODE")
-    failure = lp.skip_failure("PMC1.1", COMMERCIAL, "CC BY-ND")
-    assert (failure.stage, failure.error_type) == ("license", "CC BY-ND")
-    assert lp.skip_failure("PMC1.1", COMMERCIAL, "CC0") is None
+    row = lp.skip_row(_ref("PMC1"), "CC BY-ND", lp.refusal(COMMERCIAL, "CC BY-ND"))
+    assert row == {
+        "source_key": "PMC1.1",
+        "pmcid": "PMC1",
+        "version": 1,
+        "license": "CC BY-ND",
+        "reason": "license CC BY-ND not in allow-list [CC0, CC BY]",
+    }
 
 
 def _ref(pmcid: str, etag: str = "e") -> ArticleRef:
     return ArticleRef(pmcid, 1, etag, "local", f"/corpus/{pmcid}")
 
 
-def _article_rows(ref: ArticleRef, failure: FailureRecord, code: str | None) -> list[dict]:
-    """What the fetch stage gives for an article it did not build: its failure row and end
-    marker (``ray_jobs.pipeline.explode``)."""
-    marker = make_row(ref.key, ARTICLE, end_marker(ref, code))
-    return [failure_row(failure, "article", ref.key), marker]
+def _skipped_rows(ref: ArticleRef, code: str) -> list[dict]:
+    """What the fetch stage gives for an article the policy leaves out: its end marker, with
+    the reason (``ray_jobs.pipeline.explode``)."""
+    marker = end_marker(ref, code) | {"skipped": lp.refusal(COMMERCIAL, code)}
+    return [make_row(ref.key, ARTICLE, marker)]
+
+
+def _failed_rows(ref: ArticleRef, failure: FailureRecord) -> list[dict]:
+    return [failure_row(failure, "article", ref.key), make_row(ref.key, ARTICLE, end_marker(ref))]
 
 
 def _skipping_part(storage: LocalStorage, name: str = "000000") -> dict:
     """A part with an article the policy left out and a retracted one, assembled for real."""
     nc, retracted = _ref("PMC1"), _ref("PMC2")
-    rows = _article_rows(nc, lp.skip_failure(nc.key, COMMERCIAL, "CC BY-NC"), "CC BY-NC")
-    rows += _article_rows(retracted, FailureRecord(retracted.key, "fetch", "retracted", "r"), None)
+    rows = _skipped_rows(nc, "CC BY-NC")
+    rows += _failed_rows(retracted, FailureRecord(retracted.key, "fetch", "retracted", "r"))
     return PartAssembler(name, "run").assemble(storage, rows, samples_per_shard=8)
 
 
@@ -84,10 +93,12 @@ def test_a_skipped_article_is_recorded_and_counted_never_silently(tmp_path: Path
     entries = {e["pmcid"]: e for e in record["entries"]}
     assert (entries["PMC1"]["status"], entries["PMC1"]["retryable"]) == ("skipped", True)
     assert (entries["PMC2"]["status"], entries["PMC2"]["retryable"]) == ("skipped", False)
-    table = pq.read_table(tmp_path / "failures" / "000000.parquet").to_pylist()
-    skip = next(r for r in table if r["stage"] == "license")
-    assert (skip["source_key"], skip["error_type"]) == ("PMC1.1", "CC BY-NC")
-    assert skip["message"] == "license CC BY-NC not in allow-list [CC0, CC BY]"
+    (skip,) = pq.read_table(tmp_path / "skips" / "000000.parquet").to_pylist()
+    assert (skip["source_key"], skip["license"]) == ("PMC1.1", "CC BY-NC")
+    assert skip["reason"] == "license CC BY-NC not in allow-list [CC0, CC BY]"
+    failed = pq.read_table(tmp_path / "failures" / "000000.parquet").to_pylist()
+    assert [r["source_key"] for r in failed] == ["PMC2.1"]  # the retraction only
+    assert counts["failures"] == 1
     assert json.loads((tmp_path / "parts" / "000000.json").read_text())["counts"] == counts
 
 
@@ -116,6 +127,24 @@ def test_a_wider_policy_plans_exactly_the_skips_it_admits(tmp_path: Path) -> Non
     assert lp.skipped_articles(storage, ledger.latest, ["000000"]) == {}
     assert lp.revisits(storage, ledger.latest, parts, None).to_pylist() == []
     assert version_id("PMC1", 1) not in lp.revisits(storage, ledger.latest, parts, None)
+
+
+def test_skips_stored_as_failure_rows_by_older_builds_are_still_found(tmp_path: Path) -> None:
+    """Datasets built before ``skips/`` existed hold each skip as a failure row of stage
+    ``license`` with the license as error_type: a wider policy still finds and revisits them."""
+    storage = LocalStorage(tmp_path)
+    old = FailureRecord("PMC1.1", lp.LEGACY_STAGE, "CC BY-NC", "license CC BY-NC not in ...")
+    fault = FailureRecord("PMC2.1", "parse", "xml_syntax", "bad")
+    table = pa.Table.from_pylist([old.to_row(), fault.to_row()], schema=FAILURE_SCHEMA)
+    write_parquet(storage, "failures/000000.parquet", table)
+    ledger = Ledger.load(storage)
+    entries = [lp.skip_entry(_ref("PMC1"), "000000")]
+    entries.append(LedgerEntry.for_ref(_ref("PMC2"), "failed", "000000"))
+    ledger.commit("000000", entries)
+    parts = [{"part": "000000", "counts": {lp.SKIPPED: {"CC BY-NC": 1}}}]
+    assert lp.skipped_articles(storage, ledger.latest, ["000000"]) == {"CC BY-NC": 1}
+    assert lp.revisits(storage, ledger.latest, parts, None).to_pylist() == [version_id("PMC1", 1)]
+    assert lp.revisits(storage, ledger.latest, parts, COMMERCIAL).to_pylist() == []
 
 
 def test_narrowing_an_output_is_refused() -> None:
@@ -264,13 +293,14 @@ def test_a_license_filtered_build(ray_address, tmp_path: Path) -> None:
     assert members == set(rows)
     skips = {
         r["source_key"]: r
-        for k in out.list("failures")
+        for k in out.list("skips")
         for r in pq.read_table(io.BytesIO(out.read_bytes(k))).to_pylist()
-        if r["stage"] == "license"
     }
-    assert sorted(r["error_type"] for r in skips.values()) == ["CC BY-NC", "CC BY-NC-ND"]
+    assert sorted(r["license"] for r in skips.values()) == ["CC BY-NC", "CC BY-NC-ND"]
+    failed = [r for k in out.list("failures") for r in pq.read_table(io.BytesIO(out.read_bytes(k)))]
+    assert not [r for r in failed if r["source_key"] in skips]  # a skip is not a failure
     for key, row in skips.items():
-        assert row["message"] == f"license {row['error_type']} not in allow-list [CC0, CC BY]"
+        assert row["reason"] == f"license {row['license']} not in allow-list [CC0, CC BY]"
         assert not [r for r in rows.values() if r["pmcid"] == key.rsplit(".", 1)[0]]
     entries = {f"{p}.{v}": e for (p, v), e in Ledger.load(out).entries.items()}
     skipped = {k for k, e in entries.items() if e.status == "skipped"}

@@ -149,6 +149,16 @@ INDEX_SCHEMA = RECORD_SCHEMA.append(pa.field("shard", pa.string())).append(
     pa.field("member", pa.string())
 )
 
+SKIP_SCHEMA = pa.schema(
+    [  # skips/<part>.parquet: articles the license policy left out, one row each
+        ("source_key", pa.string()),  # the article's ref key, PMC1.2
+        ("pmcid", pa.string()),
+        ("version", pa.int64()),
+        ("license", pa.string()),  # its label (``ray_jobs.pmc.licenses.label``)
+        ("reason", pa.string()),  # license X not in allow-list [..]
+    ]
+)
+
 REJECT_SCHEMA = pa.schema(
     [
         ("key", pa.string()),

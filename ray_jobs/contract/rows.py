@@ -90,6 +90,7 @@ ARTICLE_RECORD = pa.struct(
         *_REF_FIELDS,
         ("figures", pa.int64()),
         ("license", pa.string()),
+        ("skipped", pa.string()),  # why the license policy left it out; None when built
         # enrichment's context (when it is on): once per article, never on its panel rows
         ("abstract", pa.string()),
         ("acronyms", pa.map_(pa.string(), pa.string())),
@@ -156,7 +157,7 @@ ROW_SCHEMA = pa.schema(
         *RECORD_TYPES.items(),
     ]
 )
-ROW_FORMAT = "pmcvl-rows/2"  # staged fragments of another format are staged again
+ROW_FORMAT = "pmcvl-rows/3"  # staged fragments of another format are staged again
 _NAMES = {
     column: frozenset(t.field(i).name for i in range(t.num_fields))
     for column, t in RECORD_TYPES.items()

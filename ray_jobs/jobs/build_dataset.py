@@ -50,7 +50,7 @@ from ray_jobs.pmc.ledger import Ledger
 from ray_jobs.pmc.license_policy import narrowing
 from ray_jobs.shards import manifest as mf
 from ray_jobs.shards import superseded
-from ray_jobs.shards.part import FAILURES, REJECTS
+from ray_jobs.shards.part import FAILURES, REJECTS, SKIPS
 from ray_jobs.storage.lease import OutputLease
 from ray_jobs.storage.store import Storage, open_storage
 
@@ -85,7 +85,7 @@ def _build(
     ledger = Ledger.load(storage)
     committed = ledger.committed_parts()
     report.orphans_removed = ledger.remove_orphans(
-        (FAILURES, REJECTS, superseded.SUPERSEDED)
+        (FAILURES, REJECTS, SKIPS, superseded.SUPERSEDED)
     ) + mf.remove_orphans(storage, committed)
     parts = mf.load_parts(storage, committed)
     if report.license_policy is not None and parts:

@@ -180,9 +180,10 @@ def explode_article(
     marker["license"] = label(article.license.code)
     if settings.longcap.enabled:  # enrichment's context, once per article (``enrich_stage``)
         marker["abstract"], marker["acronyms"] = article.abstract, article.acronyms
-    skip = license_policy.skip_failure(ref.key, settings.output.licenses.allow, marker["license"])
-    if skip is not None:  # never built: its failure row says why, its part counts it
-        return [failure_row(skip, "article", ref.key)], make_row(ref.key, ARTICLE, marker)
+    skipped = license_policy.refusal(settings.output.licenses.allow, marker["license"])
+    if skipped is not None:  # never built: its marker says why, its part's skips table keeps it
+        marker["skipped"] = skipped
+        return [], make_row(ref.key, ARTICLE, marker)
     pmcid, _ = article.identity(ref)
     split = split_of(pmcid, settings.pipeline.val_fraction)
     limits = settings.pipeline

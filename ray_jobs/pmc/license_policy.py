@@ -2,14 +2,16 @@
 
 BIOMEDICA splits its release by license because commercial users may take only some of it;
 here the subset is made at build time. An article outside the allow-list is never built and
-never lost quietly: it becomes an article-level row of its part's failures table with stage
-``license``, its license as ``error_type`` and the reason as message; its part counts it
-under ``skipped_by_license``; and its ledger entry is ``skipped`` with ``retryable`` set.
+never lost quietly: its end marker carries the reason (``skipped``), and its part writes it to
+``skips/<part>.parquet`` (``SKIP_SCHEMA``), counts it under ``skipped_by_license`` and gives it
+the ledger status ``skipped`` with ``retryable`` set. A skip is a decision, not a fault, so it
+is not a failure row (datasets built before this table exist hold their skips as failure rows
+of stage ``license``, with the license as ``error_type``; :func:`current_skips` reads both).
 
 The ledger plans no skipped entry again, so a run under the same policy fetches nothing
 anew. A run whose policy admits a license that was skipped plans those articles again
-(:func:`revisits`): the current skips are the failure rows whose article's latest ledger
-entry is that part's license skip (:func:`current_skips`), so each is found exactly, by its
+(:func:`revisits`): the current skips are the skip rows whose article's latest ledger entry
+is that part's license skip (:func:`current_skips`), so each is found exactly, by its
 license, and the parts read are only those whose counts name an admitted license.
 
 Narrowing the policy of an output that holds samples it no longer admits is refused
@@ -25,16 +27,16 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ray_jobs.contract.failures import FailureRecord
 from ray_jobs.contract.refs import ArticleRef
 from ray_jobs.pmc.ledger import LedgerEntry, version_ids
 from ray_jobs.pmc.licenses import label
 from ray_jobs.storage.parquet import read_parquet
 from ray_jobs.storage.store import Storage
 
-STAGE = "license"  # failure rows of skipped articles; their error_type is the license
 SKIPPED = "skipped_by_license"  # part counts: articles skipped, by license
 KEPT = "kept_by_license"  # part counts: samples written, by license
+SKIPS = "skips"  # the parts' skips tables (``SKIP_SCHEMA``)
+LEGACY_STAGE = "license"  # failure rows that held skips before ``skips/`` existed
 FAILURES = "failures"  # the parts' failures tables (``ray_jobs.shards.part.FAILURES``)
 SKIPS_SCHEMA = pa.schema(
     [
@@ -58,14 +60,15 @@ def refusal(allow: list[str] | None, code: str | None) -> str | None:
     return f"license {label(code)} not in allow-list [{', '.join(allow or ())}]"
 
 
-def skip_failure(key: str, allow: list[str] | None, code: str | None) -> FailureRecord | None:
-    """The article's failure row when the policy leaves it out."""
-    why = refusal(allow, code)
-    return None if why is None else FailureRecord(key, STAGE, label(code), why)
-
-
-def is_skip(failure: Mapping[str, Any]) -> bool:
-    return failure.get("stage") == STAGE
+def skip_row(ref: ArticleRef, code: str | None, reason: str) -> dict[str, Any]:
+    """The article's row of its part's skips table."""
+    return {
+        "source_key": ref.key,
+        "pmcid": ref.pmcid,
+        "version": ref.version,
+        "license": label(code),
+        "reason": reason,
+    }
 
 
 def skip_entry(ref: ArticleRef, part: str) -> LedgerEntry:
@@ -82,26 +85,30 @@ def _keys(table: pa.Table) -> pa.Array:
     return pc.coalesce(versioned, table["pmcid"])
 
 
-def current_skips(storage: Storage, latest: pa.Table, parts: Iterable[str]) -> pa.Table:
-    """The license skips of ``parts`` that still stand (``SKIPS_SCHEMA``): failure rows of
-    stage ``license`` whose article's latest ledger entry is that part's skip. A skip that a
-    later run built, or skipped again elsewhere, is not one of them."""
-    rows = []
-    for part in sorted(set(parts)):
+def _part_skips(storage: Storage, part: str) -> pa.Table | None:
+    """key, part, license of one part's skips: its ``skips/`` table, or the failure rows of
+    stage ``license`` in a part committed before that table existed."""
+    key = f"{SKIPS}/{part}.parquet"
+    if storage.exists(key):
+        table = read_parquet(storage, key, ["source_key", "license"])
+        keys, codes = table["source_key"], table["license"]
+    else:
         key = f"{FAILURES}/{part}.parquet"
         if not storage.exists(key):
-            continue
+            return None
         table = read_parquet(storage, key, ["source_key", "stage", "error_type"])
-        table = table.filter(pc.equal(table["stage"], STAGE))
-        rows.append(
-            pa.table(
-                {
-                    "key": table["source_key"],
-                    "part": pa.array([part] * table.num_rows, pa.string()),
-                    "license": table["error_type"],
-                }
-            )
-        )
+        table = table.filter(pc.equal(table["stage"], LEGACY_STAGE))
+        keys, codes = table["source_key"], table["error_type"]
+    parts = pa.array([part] * table.num_rows, pa.string())
+    return pa.table({"key": keys, "part": parts, "license": codes})
+
+
+def current_skips(storage: Storage, latest: pa.Table, parts: Iterable[str]) -> pa.Table:
+    """The license skips of ``parts`` that still stand (``SKIPS_SCHEMA``): skip rows whose
+    article's latest ledger entry is that part's skip. A skip that a
+    later run built, or skipped again elsewhere, is not one of them."""
+    rows = [_part_skips(storage, part) for part in sorted(set(parts))]
+    rows = [t for t in rows if t is not None]
     if not rows or latest.num_rows == 0:
         return SKIPS_SCHEMA.empty_table()
     skipped = latest.filter(

@@ -323,7 +323,7 @@ def _read_manifest(storage: Storage, stats: ReportStats) -> dict[str, Any]:
 def _license_policy(
     stats: ReportStats, storage: Storage, manifest: dict[str, Any], counts: dict[str, Any]
 ) -> None:
-    """The policy from the manifest, and the skips that stand (from the failures tables and
+    """The policy from the manifest, and the skips that stand (from the skips tables and
     the ledger: the parts' counts also hold skips a later, wider run built); the manifest's
     per-license sample counts checked against the index's (both count what readers see)."""
     from ray_jobs.pmc.ledger import Ledger
@@ -334,7 +334,8 @@ def _license_policy(
         policy = manifest["license_policy"]
         stats.license_policy = [str(c) for c in policy] if isinstance(policy, list) else None
     if _int_map(counts.get("skipped_by_license")):
-        parts = [k.rsplit("/", 1)[-1].removesuffix(".parquet") for k in _parts(storage, "failures")]
+        keys = [*_parts(storage, "skips"), *_parts(storage, "failures")]  # failures: older builds
+        parts = {k.rsplit("/", 1)[-1].removesuffix(".parquet") for k in keys}
         stats.licenses_skipped = skipped_articles(storage, Ledger.load(storage).latest, parts)
     recorded = manifest.get("licenses")
     if isinstance(recorded, dict) and _int_map(recorded) != stats.licenses:

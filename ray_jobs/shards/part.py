@@ -2,8 +2,8 @@
 
 The part's rows (staged by the pipeline, enriched when enrichment ran) are sorted by key, the
 duplicate verdicts applied, and written as shards named after the part
-(``shards/<split>-<part>-<n>.tar``), with their index and stats, the part's rejects and
-failures tables, and ``parts/<part>.json``. Nothing here depends on which worker or node
+(``shards/<split>-<part>-<n>.tar``), with their index and stats, the part's rejects, failures
+and skips tables, and ``parts/<part>.json``. Nothing here depends on which worker or node
 ran the part, or when: the same rows and config give the same bytes. The driver then
 commits the part by writing its ledger segment from the entries returned here.
 
@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from ray_jobs.config import OutputSettings
 from ray_jobs.contract.failures import FAILURE_SCHEMA, FailureRecord
-from ray_jobs.contract.records import REJECT_SCHEMA, PanelRecord
+from ray_jobs.contract.records import REJECT_SCHEMA, SKIP_SCHEMA, PanelRecord
 from ray_jobs.contract.rows import ARTICLE, DROPPED, FAILED, OK, Row, failure_row
 from ray_jobs.pipeline.plan import REPLACE
 from ray_jobs.pmc import license_policy
@@ -36,7 +36,7 @@ from ray_jobs.shards.writer import ShardInfo, ShardWriter
 from ray_jobs.storage.parquet import write_parquet
 from ray_jobs.storage.store import Storage, open_storage
 
-FAILURES, REJECTS = "failures", "rejects"
+FAILURES, REJECTS, SKIPS = "failures", "rejects", license_policy.SKIPS
 DEDUP_STAGE = "dedup"
 
 
@@ -96,6 +96,7 @@ class PartAssembler:
         self.run_id = run_id
         self.failures: list[dict[str, Any]] = []
         self.rejects: list[dict[str, Any]] = []
+        self.skips: list[dict[str, Any]] = []
         self.entries: list[LedgerEntry] = []
         self.counts = _counts()
         self._article_failures: dict[str, dict[str, Any]] = {}
@@ -137,7 +138,7 @@ class PartAssembler:
                 self.counts["panels_failed"] += 1
             if level == "article":
                 self._article_failures[rec["article_key"]] = failure
-                skipped = failure["error_type"] == RETRACTED or license_policy.is_skip(failure)
+                skipped = failure["error_type"] == RETRACTED
                 self.counts["articles_skipped" if skipped else "articles_failed"] += 1
             elif failure["retryable"]:
                 self._retry.add(rec["article_key"])
@@ -149,8 +150,10 @@ class PartAssembler:
         self.counts["articles"] += 1
         self.counts["figures"] += rec["figures"]
         failure = self._article_failures.pop(ref.key, None)
-        if failure is not None and license_policy.is_skip(failure):
+        if rec.get("skipped"):  # the license policy left it out: a decision, not a failure
             entry = license_policy.skip_entry(ref, self.name)
+            self.skips.append(license_policy.skip_row(ref, rec.get("license"), rec["skipped"]))
+            self.counts["articles_skipped"] += 1
             mf.add_counts(self.counts[license_policy.SKIPPED], {label(rec.get("license")): 1})
         elif failure is not None:
             entry = ledger_entry(ref, self.name, failure["error_type"], failure["retryable"])
@@ -208,12 +211,14 @@ class PartAssembler:
                 self._close_article(row["record"])
         shards: list[ShardInfo] = [s for w in writers.values() for s in w.close()]
         retired = self._retire(storage, others)
-        if self.failures:
-            table = pa.Table.from_pylist(self.failures, schema=FAILURE_SCHEMA)
-            write_parquet(storage, f"{FAILURES}/{self.name}.parquet", table)
-        if self.rejects:
-            table = pa.Table.from_pylist(self.rejects, schema=REJECT_SCHEMA)
-            write_parquet(storage, f"{REJECTS}/{self.name}.parquet", table)
+        for folder, rows_, schema in (
+            (FAILURES, self.failures, FAILURE_SCHEMA),
+            (REJECTS, self.rejects, REJECT_SCHEMA),
+            (SKIPS, self.skips, SKIP_SCHEMA),
+        ):
+            if rows_:
+                table = pa.Table.from_pylist(rows_, schema=schema)
+                write_parquet(storage, f"{folder}/{self.name}.parquet", table)
         record = {
             "part": self.name,
             "run_id": self.run_id,
