@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from ray_jobs.pmc import jats, text
+from ray_jobs.pmc import jats, sentences, text
 from ray_jobs.pmc.jats import parse_article
 from ray_jobs.pmc.sample_corpus import generate_article
 
@@ -236,7 +236,7 @@ def test_sentences_match_the_python_class(seed: int) -> None:
     offsets = sorted(rng.randint(0, max(0, n - 1)) for _ in range(rng.randint(1, 12)))
     if rng.random() < 0.2:
         rng.shuffle(offsets)  # out of order: the search starts over, in both
-    ours, spec = C.Sentences(paragraph, protected), text.PythonSentences(paragraph, protected)
+    ours, spec = C.Sentences(paragraph, protected), sentences.PythonSentences(paragraph, protected)
     assert [ours.at(o) for o in offsets] == [spec.at(o) for o in offsets], (paragraph, offsets)
 
 

@@ -14,11 +14,11 @@ import pytest
 from lxml import etree
 
 from ray_jobs.contract.failures import StageError
-from ray_jobs.pmc import text as text_module
 from ray_jobs.pmc.acronyms import find_definitions
+from ray_jobs.pmc.figure_refs import panel_letters
 from ray_jobs.pmc.jats import parse_article, parse_root
 from ray_jobs.pmc.records import Article
-from ray_jobs.pmc.text import panel_letters, sentence_spans
+from ray_jobs.pmc.sentences import sentence_at, sentence_spans
 
 MML = "http://www.w3.org/1998/Math/MathML"
 ODD_CHARS = re.compile("[\xa0\u2000-\u200b\u202f\u205f\u3000\u2060-\u2064\ufeff\xad\ue000\ue001]")
@@ -498,4 +498,4 @@ def test_sentences_are_shared_strings() -> None:
     assert first == "One (Fig. 1) and (Fig. 2)." and first is again
     assert second == "Two (Fig. 3)."
     assert s.at(5) == first  # an offset asked for again, out of order
-    assert text_module.sentence_at(text, sentence_spans(text), 32) == second
+    assert sentence_at(text, sentence_spans(text), 32) == second

@@ -6,8 +6,10 @@ import pytest
 from lxml import etree
 
 from ray_jobs.pmc.acronyms import best_long_form, find_definitions
+from ray_jobs.pmc.figure_refs import panel_letters
 from ray_jobs.pmc.licenses import code_from_text, code_from_url, normalise_code
-from ray_jobs.pmc.text import element_text, panel_letters, sentence_spans
+from ray_jobs.pmc.sentences import sentence_spans
+from ray_jobs.pmc.text import element_text
 
 
 @pytest.mark.parametrize(

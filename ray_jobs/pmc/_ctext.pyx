@@ -1,6 +1,6 @@
 # cython: language_level=3
-"""The tree walks of :mod:`ray_jobs.pmc.text` and :mod:`ray_jobs.pmc.jats` in C, over
-libxml2's nodes through lxml's public C API.
+"""The tree walks of :mod:`ray_jobs.pmc.text`, :mod:`ray_jobs.pmc.sentences` and
+:mod:`ray_jobs.pmc.jats` in C, over libxml2's nodes through lxml's public C API.
 
 Each function gives exactly what its Python counterpart gives (``tests/test_ctext.py``
 compares them on every real article and on generated and hostile ones); the Python code is
@@ -687,21 +687,22 @@ cdef object _tex, _python_text_with_spans
 
 
 cdef int _take_constants() except -1:
-    """What this module takes from text, read once (text imports this module at its end)."""
+    """What this module takes from text and sentences, read once (text imports this module at
+    its end)."""
     global _ABBREVIATIONS, _BEFORE_NUMBER, _NAME_LINKS, _OPENERS, _BRACKETING, _tex
     global _python_text_with_spans
     if _ABBREVIATIONS is None:
-        from ray_jobs.pmc import text
+        from ray_jobs.pmc import sentences, text
 
-        _BEFORE_NUMBER, _NAME_LINKS = text._BEFORE_NUMBER, text._NAME_LINKS
-        _OPENERS, _BRACKETING = text._OPENERS, text._BRACKETING
+        _BEFORE_NUMBER, _NAME_LINKS = sentences._BEFORE_NUMBER, sentences._NAME_LINKS
+        _OPENERS, _BRACKETING = sentences._OPENERS, sentences._BRACKETING
         _tex, _python_text_with_spans = text._tex, text.python_text_with_spans
-        _ABBREVIATIONS = text._ABBREVIATIONS
+        _ABBREVIATIONS = sentences._ABBREVIATIONS
     return 0
 
 
 cdef bint _is_initial(str text, Py_ssize_t start, str token, str next_char) except -1:
-    """text._is_initial."""
+    """sentences._is_initial."""
     if len(token) != 1 or not token.isupper() or not next_char.isalpha():
         return False
     cdef str before = text[max(0, start - 40) : start].rstrip()
@@ -715,7 +716,7 @@ cdef bint _is_initial(str text, Py_ssize_t start, str token, str next_char) exce
 
 
 cdef bint _is_boundary(str text, Py_ssize_t pos, Py_ssize_t end) except -1:
-    """text._is_boundary."""
+    """sentences._is_boundary."""
     if text[pos] != ".":
         return True
     cdef Py_ssize_t start = text.rfind(" ", max(0, pos - 40), pos) + 1
@@ -777,7 +778,7 @@ cdef Py_ssize_t _bisect_right(Py_ssize_t* values, Py_ssize_t n, Py_ssize_t x) no
 
 cdef class Sentences:
     """``text.Sentences``: the sentence-end candidates are found by one C scan (what
-    ``text._BOUNDARY`` or ``text._PERIOD_BOUNDARY`` match), and judged lazily, each once."""
+    ``sentences._BOUNDARY`` or ``sentences._PERIOD_BOUNDARY`` match), and judged lazily, each once."""
 
     cdef str _text
     cdef Py_ssize_t _count, _guards, _floor

@@ -19,6 +19,7 @@ from lxml import etree
 from ray_jobs.contract.failures import StageError
 from ray_jobs.pmc import licenses
 from ray_jobs.pmc.acronyms import BLOCK_END, find_definitions, merge_acronyms
+from ray_jobs.pmc.figure_refs import figure_number, panel_letters
 from ray_jobs.pmc.records import Article, ArticlePackage, Figure, License, Mention
 from ray_jobs.pmc.safexml import parse_xml
 from ray_jobs.pmc.text import (
@@ -29,8 +30,6 @@ from ray_jobs.pmc.text import (
     Sentences,
     clean_text,
     element_text,
-    figure_number,
-    panel_letters,
     text_with_spans,
 )
 
