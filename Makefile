@@ -71,12 +71,17 @@ eval-subcaptions: install
 # REGISTRY and TAG must match the chart's images.* values (helm/pmcvl/values.yaml).
 REGISTRY ?= pmcvl
 TAG ?= 0.1.0
-IMAGES := pipeline airflow vllm trainer fetch
+IMAGES := pipeline airflow vllm trainer fetch modeldev
 
 docker-build: $(addprefix docker-build-,$(IMAGES))
 
 docker-build-%:
 	docker build -f docker/$*.Dockerfile -t $(REGISTRY)/$*:$(TAG) .
+
+# pipeline + modeldev/, from the pipeline image of the same tag (a named build context)
+docker-build-modeldev: docker-build-pipeline
+	docker build -f docker/modeldev.Dockerfile -t $(REGISTRY)/modeldev:$(TAG) \
+		--build-context pipeline=docker-image://$(REGISTRY)/pipeline:$(TAG) .
 
 docker-push: $(addprefix docker-push-,$(IMAGES))
 

@@ -3,8 +3,10 @@
     plan ─▶ synthesize ─┬▶ train ─▶ evaluate_candidate ─┬▶ compare ─▶ publish
                          └▶ evaluate_current ────────────┘
 
-Every step is a Ray job (``pmcvl-dev synth``, ``train-detector``, ``eval-detector``, a copy:
-model development, so the Ray image must carry ``modeldev/``), so the files live where the
+Every step is a Ray job (``pmcvl-dev synth``, ``train-detector``, ``eval-detector``, a copy)
+on the Ray connection ``PMCVL_DEV_RAY_CONN`` names (default ``pmcvl_ray``): model development,
+so that RayCluster must run the modeldev image (``docker/modeldev.Dockerfile``; the pipeline
+image the dataset build runs on never carries ``modeldev/``). The files live where the
 cluster's workers see them (``workdir``, a shared volume) and each step is visible in the Ray
 dashboard; training and evaluation ask Ray for ``gpus`` and go through the ``gpu`` pool, so
 Airflow never sends more GPU work than the pool allows. Both
@@ -23,6 +25,7 @@ from operators.connections import RAY_CONN_ID
 from operators.ray_job import RayJobOperator
 
 GPU_POOL = os.environ.get("PMCVL_GPU_POOL", "gpu")
+DEV_RAY_CONN_ID = os.environ.get("PMCVL_DEV_RAY_CONN", RAY_CONN_ID)
 DETECTOR_DIR = os.environ.get("PMCVL_DETECTOR_DIR", "/opt/airflow/pmcvl/detector")
 CURRENT = os.environ.get(
     "PMCVL_DETECTOR_WEIGHTS", "/opt/airflow/pmcvl/models/panel-detector/yolo11n-panels.pt"
@@ -69,13 +72,13 @@ def detector_training():
         task_id="synthesize",
         entrypoint=steps["synth"],
         entrypoint_num_cpus=1,
-        ray_conn_id=RAY_CONN_ID,
+        ray_conn_id=DEV_RAY_CONN_ID,
         poll_interval=15,
     )
     gpu = {
         "entrypoint_num_gpus": steps["gpus"],
         "pool": GPU_POOL,
-        "ray_conn_id": RAY_CONN_ID,
+        "ray_conn_id": DEV_RAY_CONN_ID,
         "poll_interval": 15,
     }
     train = RayJobOperator(task_id="train", entrypoint=steps["train"], **gpu)
@@ -97,7 +100,7 @@ def detector_training():
         return publish_command(steps, candidate["summary"]) if ok else False
 
     decision = compare(steps, candidate.output, current.output)
-    publish = RayJobOperator(task_id="publish", entrypoint=decision, ray_conn_id=RAY_CONN_ID)
+    publish = RayJobOperator(task_id="publish", entrypoint=decision, ray_conn_id=DEV_RAY_CONN_ID)
     synthesize >> [train, current]
     train >> candidate
     decision >> publish
