@@ -1,6 +1,10 @@
 """Panel detection: held-out accuracy per method and checkpoint, then throughput.
 
-First the held-out protocol (``modeldev/detector/protocol.py``): on the independent figure
+First the real article figures with hand-made panel truth (``modeldev/real_figures``): F1@0.5,
+exact-count share, caption-count agreement and CPU seconds a figure through the product's
+``PanelDetector.detect``, the tuning articles and the kept-out ones apart, each also over
+compound figures only, for the shipped checkpoint and every ``--weights`` given. Then the
+held-out protocol (``modeldev/detector/protocol.py``): on the independent figure
 family, the generator's held-out seed and the ten real figures, F1@0.5, mAP@0.5, exact-count
 rate and panels/s for each checkpoint given (by default the shipped one and the one it
 replaced, taken out of git, each at its own image size) through the product's own path
@@ -32,6 +36,8 @@ from modeldev.detector import protocol
 from modeldev.detector.proposals import proposals
 from modeldev.detector.second_opinion import cut_panels, second_opinion
 from modeldev.detector.train import build_model
+from modeldev.real_figures import evaluate as real_eval
+from modeldev.real_figures import truth as real_truth
 from modeldev.synth.generate import make_figure, write_dataset
 from ray_jobs.config import DetectorSettings
 from ray_jobs.figures.images import decode_image
@@ -207,6 +213,21 @@ def held_out(checkpoints: list[Checkpoint], n: int, dev: bool = False) -> None:
     print()
 
 
+def real_figures(checkpoints: list[Checkpoint]) -> None:
+    """The hand-made truth of real article figures, per checkpoint: the tuning articles and
+    the kept-out ones apart (aggregates only for those), each also over compound figures."""
+    figures = real_truth.figures(real_truth.load_all())
+    print(
+        f"real article figures: {len(figures)} figures and tables with hand-made truth; "
+        f"kept out (never tuned on): {', '.join(real_truth.KEPT_OUT)}"
+    )
+    for name, path, imgsz in checkpoints:
+        detector = PanelDetector(DetectorSettings(weights=path, imgsz=imgsz))
+        rows = real_eval.evaluate_detector(detector, figures)
+        print(real_eval.format_table(real_eval.report(rows), f"{name}@{imgsz}", width=30))
+        print()
+
+
 CEILING_FLOORS = (0.5, 0.25, 0.05, 0.01)
 
 
@@ -342,6 +363,9 @@ def main() -> None:
         if args.ceiling:
             ceiling(checkpoints, args.held_out, dev=args.dev)
             return
+        # the real figures: the shipped checkpoint and every one given (not the replaced one)
+        given = [checkpoint(spec, args.imgsz) for spec in args.weights or []]
+        real_figures([("shipped", settings.weights, args.imgsz), *given])
         held_out(checkpoints, args.held_out, dev=args.dev)
         if args.dev:
             return

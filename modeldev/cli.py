@@ -79,6 +79,19 @@ def _share_option(name: str, help: str):  # type: ignore[no-untyped-def]
     "Share of plates of 8 to 36 small panels, touching or nearly, told apart by a thin grey "
     "frame; 0 leaves every figure as it was.",
 )
+@click.option(
+    "--style",
+    type=click.Choice(["flat", "literature"]),
+    default="flat",
+    show_default=True,
+    help="flat: the procedural generator (the options above); literature: matplotlib charts, "
+    "blots, micrographs, tables and small multiples laid out as journal figures "
+    "(modeldev.synth.literature; --max-side defaults to 1024 there).",
+)
+@_share_option(
+    "--mix",
+    "With --style literature: share of figures drawn by the flat generator instead.",
+)
 def synth(
     out: str,
     count: int,
@@ -92,11 +105,22 @@ def synth(
     furniture: float,
     label_faces: float,
     dense: float,
+    style: str,
+    mix: float,
 ) -> None:
     """Write synthetic compound figures as a YOLO dataset plus COCO JSON."""
     from modeldev.synth.generate import write_dataset
 
     setup_logging()
+    if style == "literature":
+        from modeldev.synth.literature import write_literature_dataset
+
+        source = click.get_current_context().get_parameter_source("max_side")
+        side = 1024 if source is click.core.ParameterSource.DEFAULT else max_side
+        written = write_literature_dataset(Path(out), count, seed, workers, side, mix)
+        panels = sum(len(f["panels"]) for f in written)
+        click.echo(f"wrote {len(written)} figures ({panels} panels) to {out}")
+        return
     figures = write_dataset(
         Path(out),
         count,
@@ -241,6 +265,94 @@ def eval_detector(
             indent=2,
         )
     )
+
+
+@main.command("eval-real")
+@_WEIGHTS
+@_CONFIG
+@click.option(
+    "--article",
+    "articles",
+    multiple=True,
+    help="Score only this article (repeatable) [all five].",
+)
+@click.option(
+    "--json", "json_out", type=click.Path(dir_okay=False), default=None, help="Also write JSON."
+)
+@click.option(
+    "--overlays",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Write OVERLAYS/<article>/<image>.png, truth red and prediction green, for the "
+    "tuning articles' figures (never the kept-out ones).",
+)
+@click.option("--worst", type=click.IntRange(0), default=10, show_default=True)
+@click.option(
+    "--medicat/--no-medicat",
+    default=True,
+    show_default=True,
+    help="Also the exact-count rate on the ten medicat figures of the held-out protocol.",
+)
+def eval_real(
+    weights: str | None,
+    config_path: str | None,
+    articles: tuple[str, ...],
+    json_out: str | None,
+    overlays: str | None,
+    worst: int,
+    medicat: bool,
+) -> None:
+    """The product's panel detector on the hand-made truth of real article figures.
+
+    Panel F1@0.5, exact-count share, caption-count agreement and CPU seconds a figure, for the
+    tuning articles and the kept-out ones apart, each also over compound figures only; then
+    the worst tuning figures one by one (kept-out ones are never listed one by one)."""
+    from modeldev.real_figures import evaluate as ev
+    from modeldev.real_figures import truth
+    from ray_jobs.figures.panels import PanelDetector
+
+    setup_logging()
+    loaded = truth.load_all()
+    unknown = set(articles) - {a.article for a in loaded}
+    if unknown:
+        raise click.BadParameter(f"no truth for {sorted(unknown)}", param_hint="--article")
+    if articles:
+        loaded = [a for a in loaded if a.article in articles]
+    figures = truth.figures(loaded)
+    detector = PanelDetector(_detector_settings(config_path, weights))
+    rows = ev.evaluate_detector(detector, figures)
+    summary = ev.report(rows)
+    name = f"{detector.name}@{detector.settings.imgsz}"
+    click.echo(
+        f"{len(figures)} real figures and tables, {len(loaded)} articles; kept out: "
+        f"{', '.join(truth.KEPT_OUT)}"
+    )
+    click.echo(ev.format_table(summary, name))
+    shown = ev.worst(rows, worst)
+    if shown:
+        click.echo(f"\nworst {len(shown)} tuning figures (F1, then count off)")
+        click.echo(ev.format_worst(shown))
+    held: dict | None = None
+    if medicat:
+        held = ev.medicat(detector)
+        click.echo(
+            f"\nmedicat (10, count from caption): exact count {held['exact_count']:.3f} "
+            f"{list(held['exact_count_ci'])}, panels {held['panels']}"
+        )
+    if overlays:
+        written = ev.write_overlays(figures, rows, Path(overlays))
+        click.echo(f"\n{len(written)} overlays (truth red, prediction green) under {overlays}")
+    if json_out:
+        out = {
+            "weights": detector.name,
+            "version": detector.version,
+            "imgsz": detector.settings.imgsz,
+            "kept_out": list(truth.KEPT_OUT),
+            "summary": summary,
+            "figures": [r.row() for r in ev.figure_rows(rows)],
+            "medicat": held,
+        }
+        Path(json_out).write_text(json.dumps(out, indent=2) + "\n")
 
 
 @main.command("classifier-data")
@@ -390,6 +502,56 @@ def bench_relevance(
         settings = settings.model_copy(update={"weights": weights})
     report = relevance_report(settings, per_class=per_class, seed=seed)
     click.echo(json.dumps(report, indent=2) if as_json else format_report(report))
+
+
+@main.command("eval-published")
+@click.argument("out", type=click.Path(exists=True, file_okay=False), required=False)
+@_CONFIG
+def eval_published(out: str | None, config_path: str | None) -> None:
+    """What the pipeline publishes from ../shared/data/real_articles, against the hand truth:
+    per compound figure, paired panels or whole, boxes matching true panels and labels right
+    or wrong; tuning and kept-out articles apart. With OUT, a build's index; without, the
+    panel stage run here (no Ray, no relevance filter)."""
+    from modeldev.real_figures import published, truth
+
+    setup_logging()
+    root = truth.data_root()
+    if out:
+        rows = published.read_index(Path(out)).to_pylist()
+    else:
+        rows = published.stage_rows(root, load_settings(config_path))
+    scores = published.published(truth.load_all(), root, rows)
+    click.echo(json.dumps(published.by_split(scores), indent=2))
+
+
+@main.command("pseudo-labels")
+@click.argument("dataset", type=click.Path(exists=True, file_okay=False))
+@click.option("--config", "config_path", required=True, help="The build's config (its source).")
+@click.option("--out", type=click.Path(file_okay=False), required=True, help="The YOLO set.")
+def pseudo_labels_cmd(dataset: str, config_path: str, out: str) -> None:
+    """A YOLO training set from a built DATASET: its figures whose every panel is paired by
+    the letter read on it (caption, letters and boxes agree), fetched from the build's
+    source; fine-tune with `train-detector --fine-tune` on it beside generated figures."""
+    from modeldev.detector import pseudo_labels as pl
+
+    setup_logging()
+    settings = load_settings(config_path)
+    chosen = pl.select(pl.read_panels(Path(dataset)))
+    images = pl.figure_images(settings, [f.figure_key for f in chosen])
+    written = pl.write_yolo(chosen, images, Path(out))
+    panels = sum(len(f.panels) for f in chosen if f.figure_key in images)
+    click.echo(f"{written} figures, {panels} panels agreeing; YOLO set in {out}/data.yaml")
+
+
+@main.command("eval-sample-build")
+@click.argument("out", type=click.Path(exists=True, file_okay=False))
+@click.argument("corpus", type=click.Path(exists=True, file_okay=False))
+def eval_sample_build(out: str, corpus: str) -> None:
+    """A build OUT of the sample corpus CORPUS against its truth.jsonl: clinical panels
+    published, modality right, non-clinical panels published."""
+    from modeldev.classifier.sample_truth import score
+
+    click.echo(json.dumps(score(Path(out), Path(corpus)), indent=2))
 
 
 if __name__ == "__main__":

@@ -173,6 +173,10 @@ class ClassifierSettings(_Section):
     is dropped as non-clinical on the image alone only when its calibrated non-clinical
     probability reaches ``drop_confidence`` (unset: the checkpoint's, chosen so that at most 1%
     of the clinical panels of a family the model never trained on are dropped; 0.9 without).
+    Words count by scope: the panel's own subcaption and the caption's shared parts decide; a
+    caption nobody split only suggests, and loses to a confident non-clinical image. A panel
+    with no clinical evidence is not published (``no_clinical_evidence``) unless
+    ``keep_without_evidence``: most PMC panels are charts the image model cannot name.
     """
 
     weights: str = "models/modality-classifier/shufflenet-modality.pt"
@@ -185,7 +189,9 @@ class ClassifierSettings(_Section):
     min_side_px: int = Field(default=32, ge=1)
     ood_score: Literal["energy", "msp", "none"] = "energy"
     drop_confidence: float | None = Field(default=None, ge=0, le=1.01)  # > 1: never on the image
-    keep_unknown: bool = True  # no text evidence and an abstaining image: keep, as unknown
+    # no clinical evidence (no clinical word about the panel or its figure, no confident
+    # clinical image): drop as no_clinical_evidence, or keep it as unknown
+    keep_without_evidence: bool = False
 
 
 class CaptionSettings(_Section):
@@ -193,6 +199,13 @@ class CaptionSettings(_Section):
 
     join_preamble: bool = True  # the text before the first label goes with every panel
     join_trailer: bool = True  # so do the shared notes after the last one
+    # a figure whose boxes and caption labels disagree (``captions.layout``): published whole
+    # with its whole caption, or rejected; its boxes are never paired by reading order
+    on_disagreement: Literal["whole", "reject"] = "whole"
+    # a figure of several boxes whose caption names no panels: published whole (its caption
+    # describes the whole; on real figures such boxes are mostly pieces of one chart or
+    # table), or each box with the whole caption (``alignment: full_caption``)
+    unlabelled_figures: Literal["whole", "panels"] = "whole"
     long_tokenizer: str | None = None  # a local tokenizer.json (e.g. BioClinical ModernBERT)
     token_windows: list[int] = Field(default_factory=lambda: [77, 154, 256, 512])
 

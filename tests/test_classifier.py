@@ -197,7 +197,7 @@ def test_stage_rows_and_failures(tiny: tuple[Path, Path], jats_dir: Path) -> Non
         assert rows["modality_l1"][i] == tax.l1_of(rows["modality_l2"][i])
         probs = json.loads(rows["modality_probs"][i])
         assert abs(sum(probs.values()) - 1) < 1e-3
-    assert "subcaption:ct->ct" in rows["modality_evidence"][0]
+    assert "own:ct->ct" in rows["modality_evidence"][0]
     assert rows["modality_decided_by"][0] in {"text", "image+text"}
     assert rows["modality_evidence"][0][0] == f"decided_by:{rows['modality_decided_by'][0]}"
     assert rows["modality_decided_by"][4] == "size" and rows["modality_decided_by"][3] is None

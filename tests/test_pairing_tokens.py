@@ -49,15 +49,6 @@ def test_mismatch_is_flagged_never_silent() -> None:
     assert all(p.text == CAPTION and p.confidence == 0.0 for p in paired)
 
 
-def test_over_split_figure_uses_the_labelled_panels() -> None:
-    paired = pair_panels(grid(3, boxed=(0, 2)), split_caption(CAPTION), CAPTION)
-    assert [(p.label, p.alignment) for p in paired] == [
-        ("A", "label"),
-        (None, "full_caption"),
-        ("B", "label"),
-    ]
-
-
 def test_positions_map_by_geometry() -> None:
     caption = "Knee MRI. Right: T2-weighted. Left: T1-weighted."
     paired = pair_panels(grid(2), split_caption(caption), caption)

@@ -59,15 +59,19 @@ def record(fk: str, i: int, caption: str, **extra) -> PanelRecord:
         journal="J", year=2024, license="CC BY", license_url=None, figure_id="f1",
         figure_label="Figure 1", caption=caption, subcaption=f"panel {i} <b>text</b>",
         panel_index=i, n_panels=2, panel_label="ab"[i], alignment="letter",
-        alignment_confidence=0.9 - i / 10, panel_bbox=[0, 0, 9, 9], panel_status="ok",
-        detector_score=0.9, detector_version="t", **extra,
+        alignment_confidence=0.9 - i / 10, panel_status="ok", detector_score=0.9,
+        detector_version="t", **{"panel_bbox": [0, 0, 9, 9], **extra},
     )  # fmt: skip
 
 
 def write_part(storage: Storage, part: str, caption: str, limits: ReportSettings) -> dict:
     """One committed part holding one figure: panel 0 kept, panel 1 rejected; its gallery files
     written by the panel stage's writer. Returns the manifest's shard entry."""
-    recs = [record(FK, i, caption) for i in range(2)]
+    boxes = [p.bbox for p in detected(FK).panels]
+    recs = [
+        record(FK, 0, caption, panel_bbox=list(boxes[0]), label_bbox=[4, 4, 30, 30]),
+        record(FK, 1, caption, panel_bbox=list(boxes[1])),
+    ]
     row = {"key": FK, "part": part, "image": figure_png(), "record": recs[0].to_json_dict()}
     writer = GalleryWriter(storage, limits)
     assert writer(row, detected(FK), [r.to_json_dict() for r in recs]) is not None

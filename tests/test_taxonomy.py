@@ -52,7 +52,7 @@ def test_negation_and_evidence() -> None:
     prior = metadata_prior("No CT was performed; ultrasound showed a cyst.")
     assert prior.best == "ultrasound" and set(prior.scores) == {"ultrasound"}
     assert [(e.l2, e.phrase, e.source) for e in prior.evidence] == [
-        ("ultrasound", "ultrasound", "subcaption")
+        ("ultrasound", "ultrasound", "own")
     ]
     assert metadata_prior("").scores == {}
 
@@ -96,7 +96,15 @@ def test_weak_keywords_are_marked() -> None:
     found = {(e.phrase, e.l2, e.strong) for e in prior.evidence}
     assert ("h&e", "histopathology", True) in found
     assert ("biopsy", "histopathology", False) in found and ("t2", "mri", False) in found
-    assert [str(e) for e in prior.evidence if e.phrase == "t2"] == ["subcaption:t2->mri(weak)"]
+    assert [str(e) for e in prior.evidence if e.phrase == "t2"] == ["own:t2->mri(weak)"]
     tax = load_taxonomy()
     for cls in tax.classes.values():  # a phrase is strong or weak, never both
         assert not set(cls.keywords) & set(cls.weak_keywords), cls.name
+
+
+def test_a_cited_table_is_not_a_table() -> None:
+    """'Table 1' in an article sentence cites the article's table; it says nothing about what
+    a figure shows. An uncited table still is one."""
+    assert metadata_prior(figure_caption="Sizes are in Table 1 and table S2.").evidence == []
+    (e,) = metadata_prior(figure_caption="Table of the patients' characteristics.").evidence
+    assert (e.l2, e.source) == ("table_text", "figure")

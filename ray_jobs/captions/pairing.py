@@ -4,8 +4,12 @@
 panel's own evidence, whatever the reading order), ``label`` when panels and caption labels
 agree (same count in reading order, the panels that carry a detected label box, or positions
 like "left"/"right"), ``single`` when
-the figure is one panel (it gets the whole caption), and ``full_caption`` when nothing lines
-up: the panel keeps the whole caption and the record says so, so a user can filter it out.
+the figure is one panel (it gets the whole caption), and ``full_caption`` when the caption
+names no panels: the panel keeps the whole caption and the record says so, so a user can
+filter it out. Boxes and labels that disagree in number are settled before pairing
+(``captions.layout``): joined at the labels that anchor them, or the figure is published whole
+(``figure``); panels are never paired with a caption's labels by reading order alone when
+their count differs from the caption's.
 Article sentences that name a panel ("Fig. 1B") go to that panel; those that name the figure
 only go to every panel.
 """
@@ -20,7 +24,7 @@ from typing import Literal
 from ray_jobs.captions.labels import POSITIONS
 from ray_jobs.captions.split import SplitCaption
 
-Alignment = Literal["letter", "label", "single", "full_caption"]
+Alignment = Literal["letter", "label", "single", "full_caption", "figure"]
 LETTER_CONFIDENCE = 0.97  # the panel shows the letter the caption names
 _LABEL_NOISE = re.compile(r"[\s().:,\-\[\]]")
 
@@ -113,7 +117,7 @@ def _as_named(key: str, wanted: Collection[str]) -> str:
     return next((alt for alt in _LOOK_ALIKE.get(key, ()) if alt in wanted), key)
 
 
-def _by_letter(panels: Sequence[PanelBox], labels: list[str]) -> dict[int, str] | None:
+def letters_named(panels: Sequence[PanelBox], labels: list[str]) -> dict[int, str] | None:
     """Panels whose read letter names a caption label, when the reading is consistent: two or
     more panels read, no letter read twice, and every letter read is one the caption names
     (or a look-alike of exactly one it names: "1" for "i")."""
@@ -149,13 +153,15 @@ def pair_panels(
                 only.index, None, caption, "single", confidence, [m.sentence for m in mentions]
             )
         ]
-    by_letter = _by_letter(panels, labels) if labels else None
+    by_letter = letters_named(panels, labels) if labels else None
     if by_letter:
         mapping = dict(by_letter)
         rest = [p for p in panels if p.index not in by_letter]
         left = [label for label in labels if label not in by_letter.values()]
-        if rest and len(rest) == len(left):  # the panels not read take what is left, in order
-            mapping.update({p.index: label for p, label in zip(rest, left, strict=True)})
+        if rest and len(rest) == len(left):  # the panels not read take what is left, in order,
+            # where that order agrees with the letters read around them
+            fill = {p.index: label for p, label in zip(rest, left, strict=True)}
+            mapping.update(_in_sequence(fill, by_letter, labels))
         confidence = 0.8
     elif labels and len(labels) == len(panels):
         mapping = _by_position(panels, labels) or {
@@ -163,11 +169,6 @@ def pair_panels(
         }
         boxed = sum(p.has_label_box for p in panels)
         confidence = 0.95 if boxed == len(panels) else 0.85 if boxed else 0.75
-    elif labels:
-        boxed = [p for p in panels if p.has_label_box]
-        if len(boxed) == len(labels):  # the detector over-split: the labelled ones are panels
-            mapping = {p.index: label for p, label in zip(boxed, labels, strict=True)}
-            confidence = 0.6
     out = []
     for panel in panels:
         label = mapping.get(panel.index)
@@ -181,6 +182,20 @@ def pair_panels(
                 out.append(PairedPanel(panel.index, label, text, "label", confidence))
         _attach(out[-1], label, mentions)
     return out
+
+
+def _in_sequence(fill: dict[int, str], read: dict[int, str], labels: list[str]) -> dict[int, str]:
+    """The fills whose label sits, in the caption's sequence, between the letters read on the
+    panels before and after it in reading order: a panel read "g" before an unread one that
+    would take "f" says the unread box is not F (it is a piece, or a box around nothing)."""
+    rank = {label: n for n, label in enumerate(labels)}
+    kept = {}
+    for index, label in fill.items():
+        before = [rank[lb] for i, lb in read.items() if i < index]
+        after = [rank[lb] for i, lb in read.items() if i > index]
+        if all(r < rank[label] for r in before) and all(r > rank[label] for r in after):
+            kept[index] = label
+    return kept
 
 
 def _attach(panel: PairedPanel, label: str | None, mentions: Sequence[MentionRef]) -> PairedPanel:

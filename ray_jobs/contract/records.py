@@ -60,13 +60,18 @@ class PanelRecord:
     panel_index: int
     n_panels: int  # panels detected in the figure
     panel_label: str | None
-    alignment: str  # letter | label | single | full_caption
+    alignment: str  # letter | label | single | full_caption | figure
     alignment_confidence: float
     panel_bbox: list[int]  # x0, y0, x1, y1 in source pixels
     panel_status: str  # ok | fallback (the whole figure passed through as one panel)
     detector_score: float | None
     detector_version: str
     split_confidence: float = 0.0  # how sure the caption's panel-label sequence is; 0: no split
+    # how the figure's boxes, letters and caption labels agreed (``captions.layout``):
+    # single | unlabelled | letters | count | anchored | disagree (published whole)
+    caption_agreement: str | None = None
+    layout_reason: str | None = None  # why they disagreed, when they did
+    label_bbox: list[int] | None = None  # the panel letter's box in the figure, when found
     modality: str | None = None  # taxonomy L2
     modality_l1: str | None = None
     modality_score: float | None = None
@@ -130,6 +135,7 @@ _TYPES: dict[str, pa.DataType] = {
     "alignment_confidence": pa.float32(),
     "split_confidence": pa.float32(),
     "panel_bbox": pa.list_(pa.int32()),
+    "label_bbox": pa.list_(pa.int32()),
     "detector_score": pa.float32(),
     "modality_score": pa.float32(),
     "inline_mentions": pa.list_(pa.string()),
@@ -163,7 +169,9 @@ REJECT_SCHEMA = pa.schema(
     [
         ("key", pa.string()),
         ("figure_key", pa.string()),
-        ("reason", pa.string()),  # low_confidence | non_clinical:<l2> | too_small | duplicate_*
+        # no_clinical_evidence | non_clinical:<l2> | too_small | duplicate_* |
+        # caption_disagreement | unpaired_panel (low_confidence: datasets built before issue 40)
+        ("reason", pa.string()),
         ("duplicate_of", pa.string()),
         ("modality", pa.string()),
         ("modality_l1", pa.string()),
@@ -172,5 +180,12 @@ REJECT_SCHEMA = pa.schema(
         ("sha256", pa.string()),
         ("width", pa.int32()),
         ("height", pa.int32()),
+        ("layout_reason", pa.string()),  # caption_disagreement: the counts that disagreed
+        # where the panel was and how it was paired: a rejected panel is still evidence of
+        # the figure's layout (``modeldev.detector.pseudo_labels`` learns from it)
+        ("panel_bbox", pa.list_(pa.int32())),
+        ("label_bbox", pa.list_(pa.int32())),
+        ("alignment", pa.string()),
+        ("caption_agreement", pa.string()),
     ]
 )

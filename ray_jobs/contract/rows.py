@@ -157,7 +157,7 @@ ROW_SCHEMA = pa.schema(
         *RECORD_TYPES.items(),
     ]
 )
-ROW_FORMAT = "pmcvl-rows/3"  # staged fragments of another format are staged again
+ROW_FORMAT = "pmcvl-rows/4"  # staged fragments of another format are staged again
 _NAMES = {
     column: frozenset(t.field(i).name for i in range(t.num_fields))
     for column, t in RECORD_TYPES.items()

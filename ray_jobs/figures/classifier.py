@@ -118,8 +118,10 @@ def familiarity(logits: np.ndarray, temperature: float, kind: str) -> np.ndarray
 
 class ModalityClassifier:
     """The relevance stage. ``__call__`` takes ``{"key", "image", "subcaption", "caption"}``
-    batches (``keywords``, a list of article subjects per panel, optional) and returns one row
-    per panel with the decision columns (``failed`` rows for images that cannot be decoded)."""
+    batches (the panel's own text and its figure's shared text; ``figure_caption``, text that
+    may be about any panel of the figure, and ``keywords``, a list of article subjects per
+    panel, optional) and returns one row per panel with the decision columns (``failed`` rows
+    for images that cannot be decoded)."""
 
     def __init__(self, settings: ClassifierSettings | None = None, *, device: str | None = None):
         import torch
@@ -200,17 +202,27 @@ class ModalityClassifier:
         subcaptions: list[str],
         captions: list[str],
         keywords: list[list[str]] | None = None,
+        figure_captions: list[str] | None = None,
     ) -> list[Decision]:
+        """One decision per image: ``subcaptions`` are each panel's own text, ``captions`` the
+        text its figure's panels share, ``figure_captions`` text that may be about any panel
+        of its figure (an unsplit caption), ``keywords`` the article's (see ``decide``)."""
         probs, familiar = self.scores(self.logits(images))
         drop_at = self.settings.drop_confidence
         drop_at = self.drop_default if drop_at is None else drop_at
         stable = self.stable_nonclinical(images, probs, familiar, min(drop_at, 1.0))
         keywords = keywords or [[] for _ in images]
+        figure_captions = figure_captions or ["" for _ in images]
         return [
             decide(
                 probs[i],
                 self.classes,
-                metadata_prior(subcaptions[i] or "", captions[i] or "", keywords[i] or []),
+                metadata_prior(
+                    subcaptions[i] or "",
+                    captions[i] or "",
+                    keywords[i] or [],
+                    figure_caption=figure_captions[i] or "",
+                ),
                 img.size,
                 self.settings,
                 self.taxonomy,
@@ -228,12 +240,15 @@ class ModalityClassifier:
         subcaptions: list[str],
         captions: list[str],
         keywords: list[list[str]],
+        figure_captions: list[str],
     ) -> list[Decision | FailureRecord]:
         """:meth:`decide_images` on the whole batch; when that raises, on each panel alone, so
         only the panel that breaks the model or the decision fails (a batch of one rounds the
         same logits differently in the last bits at most)."""
         try:
-            return list(self.decide_images(images, subcaptions, captions, keywords))
+            return list(
+                self.decide_images(images, subcaptions, captions, keywords, figure_captions)
+            )
         except Exception as exc:  # one bad panel must not cost its batch
             if len(images) == 1:
                 return [FailureRecord.from_exception(keys[0], STAGE, exc)]
@@ -243,7 +258,13 @@ class ModalityClassifier:
             try:
                 one = slice(i, i + 1)
                 out.extend(
-                    self.decide_images(images[one], subcaptions[one], captions[one], keywords[one])
+                    self.decide_images(
+                        images[one],
+                        subcaptions[one],
+                        captions[one],
+                        keywords[one],
+                        figure_captions[one],
+                    )
                 )
             except Exception as exc:  # this panel's failure row
                 out.append(FailureRecord.from_exception(key, STAGE, exc))
@@ -255,6 +276,7 @@ class ModalityClassifier:
         subcaptions = list(batch.get("subcaption", [""] * n))
         captions = list(batch.get("caption", [""] * n))
         keywords = list(batch.get("keywords", [[]] * n))
+        figure_captions = list(batch.get("figure_caption", [""] * n))
         decoded, failures = [], {}
         for i, data in enumerate(batch["image"]):
             try:
@@ -267,6 +289,7 @@ class ModalityClassifier:
             [subcaptions[i] for i, _ in decoded],
             [captions[i] for i, _ in decoded],
             [list(keywords[i] or []) for i, _ in decoded],
+            [figure_captions[i] for i, _ in decoded],
         )
         decisions: dict[int, Decision] = {}
         for (i, _), d in zip(decoded, made, strict=True):

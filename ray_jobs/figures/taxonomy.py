@@ -1,8 +1,9 @@
 """The modality taxonomy (``taxonomy.yaml``) and the metadata rules that read it.
 
 Rules turn a panel's words into a prior over the fine (L2) classes, with the evidence that
-produced it: which phrase matched, and where (the panel's own subcaption counts most, the
-caption's shared text less, the article's keywords least). Text is tokenised first, so "CT,"
+produced it: which phrase matched, and in which scope (:data:`SCOPES`: the panel's own
+subcaption counts most, the caption's shared text less, text about the whole figure less again,
+the article's keywords least). Text is tokenised first, so "CT,"
 "(MRI)" and "T2-weighted" match; a negated mention ("no CT was performed") does not count.
 A class's ``weak_keywords`` ("plot", "t1", "mice") name it as evidence but are too common in
 other contexts to decide a panel on their own (see ``Evidence.strong``).
@@ -21,7 +22,16 @@ import yaml
 TAXONOMY_FILE = Path(__file__).with_name("taxonomy.yaml")
 _TOKEN = re.compile(r"[a-z0-9±]+(?:[-/&][a-z0-9]+)*")
 _NEGATIONS = frozenset({"no", "not", "non", "without", "absence", "absent", "negative"})
-WEIGHTS = {"subcaption": 1.0, "caption": 0.4, "keywords": 0.2}
+# words that, numbered, cite a part of the article ("Table 1", "table S2"): an article sentence
+# about Figure 3 that cites Table 1 says nothing about what Figure 3 shows
+_CITING = frozenset({"table"})
+_NUMBERED = re.compile(r"s?\d+[a-z]?|[ivx]+")
+# where a phrase was read, nearest the panel first: ``own`` its subcaption and the mentions that
+# cite its letter; ``shared`` the caption's preamble and trailer (every panel's); ``figure`` a
+# caption nobody split, or a panel nobody paired (other panels' words may be in it);
+# ``article`` the article's keywords
+SCOPES = ("own", "shared", "figure", "article")
+WEIGHTS = {"own": 1.0, "shared": 0.6, "figure": 0.4, "article": 0.2}
 
 
 @dataclass(frozen=True)
@@ -77,7 +87,7 @@ def load_taxonomy(path: str | None = None) -> Taxonomy:
 class Evidence:
     l2: str
     phrase: str
-    source: str  # subcaption | caption | keywords
+    source: str  # its scope: own | shared | figure | article
     strong: bool = True  # False: a weak keyword, which names the class but decides nothing
 
     def __str__(self) -> str:
@@ -96,7 +106,7 @@ class RulePrior:
 
 def _matches(words: list[str], taxonomy: Taxonomy) -> Iterable[tuple[str, str, bool]]:
     """(class, phrase, strong) for every keyword occurrence, longest phrase first, never
-    negated."""
+    negated, never a citation ("Table 2")."""
     phrases = sorted(
         [(kw, name, True) for name, cls in taxonomy.classes.items() for kw in cls.keywords]
         + [(kw, name, False) for name, cls in taxonomy.classes.items() for kw in cls.weak_keywords],
@@ -109,6 +119,10 @@ def _matches(words: list[str], taxonomy: Taxonomy) -> Iterable[tuple[str, str, b
             if words[i : i + n] == list(kw) and not any(taken[i : i + n]):
                 if _NEGATIONS.intersection(words[max(0, i - 2) : i]):
                     continue
+                if kw[-1] in _CITING and _NUMBERED.fullmatch(
+                    words[i + n] if i + n < len(words) else ""
+                ):
+                    continue
                 for k in range(i, i + n):
                     taken[k] = True
                 yield name, " ".join(kw), strong
@@ -119,23 +133,27 @@ def metadata_prior(
     shared_caption: str = "",
     keywords: Iterable[str] = (),
     taxonomy: Taxonomy | None = None,
+    figure_caption: str = "",
 ) -> RulePrior:
-    """A prior over L2 classes from a panel's words.
+    """A prior over L2 classes from a panel's words, each phrase tagged with its scope.
 
-    ``shared_caption`` is the caption text every panel shares (preamble and trailer), not the
-    other panels' subcaptions: "(A) CT ... (B) H&E" must not make panel A look like histology.
+    ``subcaption`` is the panel's own text (scope ``own``); ``shared_caption`` the caption
+    text every panel shares (preamble and trailer, ``shared``), not the other panels'
+    subcaptions: "(A) CT ... (B) H&E" must not make panel A look like histology;
+    ``figure_caption`` text that may be about any panel of the figure (``figure``).
     """
     taxonomy = taxonomy or load_taxonomy()
     prior = RulePrior()
     raw: dict[str, float] = {}
-    for source, text in (
-        ("subcaption", subcaption),
-        ("caption", shared_caption),
-        ("keywords", " ; ".join(keywords)),
+    for scope, text in (
+        ("own", subcaption),
+        ("shared", shared_caption),
+        ("figure", figure_caption),
+        ("article", " ; ".join(keywords)),
     ):
         for name, phrase, strong in _matches(tokens(text), taxonomy):
-            raw[name] = raw.get(name, 0.0) + WEIGHTS[source]
-            prior.evidence.append(Evidence(name, phrase, source, strong))
+            raw[name] = raw.get(name, 0.0) + WEIGHTS[scope]
+            prior.evidence.append(Evidence(name, phrase, scope, strong))
     total = sum(raw.values())
     prior.scores = {k: round(v / total, 4) for k, v in raw.items()} if total else {}
     return prior

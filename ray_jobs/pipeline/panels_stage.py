@@ -16,23 +16,88 @@ from __future__ import annotations
 import io
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
-from ray_jobs.captions.pairing import MentionRef, PanelBox, pair_panels
+from ray_jobs.captions import layout as layouts
+from ray_jobs.captions.pairing import MentionRef, PairedPanel, PanelBox, pair_panels
 from ray_jobs.captions.split import split_caption
 from ray_jobs.captions.tokens import clip_tokens
-from ray_jobs.config import Settings
+from ray_jobs.config import DetectorSettings, Settings
 from ray_jobs.contract.failures import FailureRecord
 from ray_jobs.contract.records import panel_key
-from ray_jobs.contract.rows import BUDGET_LEFT, OK, Row, failure_row, make_row
+from ray_jobs.contract.rows import BUDGET_LEFT, DROPPED, OK, Row, failure_row, make_row
 from ray_jobs.dedup.hashes import phash, sha256
 from ray_jobs.figures.images import STAGE as IMAGE_STAGE
-from ray_jobs.figures.images import header_decoded_bytes, pillow_open
-from ray_jobs.figures.panels import STAGE, FigurePanels, PanelDetector
+from ray_jobs.figures.images import decode_image, header_decoded_bytes, pillow_open
+from ray_jobs.figures.panels import STAGE, FigurePanels, Panel, PanelDetector, crop_bytes
 from ray_jobs.pipeline import budget
+
+DISAGREEMENT = "caption_disagreement"  # rejects: a box of a figure published whole, or refused
+UNPAIRED = "unpaired_panel"  # rejects: a box of a labelled figure that no label is its own
+PAIRED_CASES = ("letters", "count", "anchored")  # the caption's labels pair the boxes
+WHOLE_SUFFIX = "-fig"  # the key of a figure published whole: ``<figure key>-fig``
+
+
+def _joined_panels(
+    figure: Row, found: FigurePanels, layout: layouts.Layout, s: DetectorSettings
+) -> list[Panel]:
+    """An anchored figure's panels: each group's union box, cut again from the figure (decoded
+    a second time: only figures whose detector over-split pay for it)."""
+    image = decode_image(figure["image"], s.max_pixels)
+    by_index = {p.panel_index: p for p in found.panels}
+    out = []
+    for n, group in enumerate(layout.groups):
+        box = layouts.union([by_index[i].bbox for i in group])
+        crop, size = crop_bytes(image, box, s.pad_px, s.crop_format)
+        anchor = by_index[group[0]]
+        out.append(replace(anchor, panel_index=n, bbox=box, crop=crop, crop_size=size))
+    return out
+
+
+def _whole_figure(figure: Row, found: FigurePanels, s: DetectorSettings, why: str) -> Panel:
+    """The figure as one sample: its boxes and caption disagree, or its caption names none."""
+    image = decode_image(figure["image"], s.max_pixels)
+    box = (0, 0, found.width, found.height)
+    crop, size = crop_bytes(image, box, 0, s.crop_format)
+    first = found.panels[0]
+    return Panel(
+        found.figure_key,
+        0,
+        box,
+        None,
+        status="fallback",
+        reason=why,
+        detector=first.detector,
+        detector_version=first.detector_version,
+        crop=crop,
+        crop_size=size,
+    )
+
+
+def _refused(
+    shared: dict[str, Any], panel: Panel, case: str, why: str | None, code: str = DISAGREEMENT
+) -> Row:
+    """A detector box that is not published (``code`` says why): a rejects row."""
+    key = panel_key(shared["figure_key"], panel.panel_index)
+    record = {
+        **shared,
+        "key": key,
+        "panel_index": panel.panel_index,
+        "panel_bbox": list(panel.bbox),
+        "sha256": sha256(panel.crop) if panel.crop else None,
+        "width": panel.crop_size[0] if panel.crop_size else 0,
+        "height": panel.crop_size[1] if panel.crop_size else 0,
+        "drop_reason": code,
+        "caption_agreement": case,
+        "layout_reason": why,
+    }
+    return make_row(key, DROPPED, record)
 
 
 def figure_panel_rows(figure: Row, found: FigurePanels, settings: Settings) -> list[Row]:
+    """The figure's panel rows: its boxes judged against its caption (``captions.layout``),
+    then each published panel paired with its text."""
     rec = figure["record"]
     caption = rec["caption"] or ""
     split = split_caption(caption, frozenset(rec.get("bold_labels") or []))
@@ -40,22 +105,45 @@ def figure_panel_rows(figure: Row, found: FigurePanels, settings: Settings) -> l
         PanelBox(p.panel_index, p.bbox, p.label_bbox is not None, p.letter) for p in found.panels
     ]
     mentions = [MentionRef(m["sentence"], m["panels"]) for m in rec.get("mentions") or []]
-    paired = pair_panels(
-        boxes,
-        split,
-        caption,
-        mentions,
-        join_preamble=settings.captions.join_preamble,
-        join_trailer=settings.captions.join_trailer,
+    layout = layouts.judge(boxes, split.labels, (found.width, found.height))
+    shared = {k: v for k, v in rec.items() if k not in ("bold_labels", BUDGET_LEFT)}
+    rows: list[Row] = []
+    whole = layout.case == "disagree" or (
+        layout.case == "unlabelled" and settings.captions.unlabelled_figures == "whole"
     )
+    if whole:
+        if layout.case == "disagree":
+            rows = [_refused(shared, p, layout.case, layout.reason) for p in found.panels]
+            if settings.captions.on_disagreement == "reject":
+                return rows
+        panels = [_whole_figure(figure, found, settings.detector, layout.case)]
+        paired = [PairedPanel(0, None, caption, "figure", 1.0, [m.sentence for m in mentions])]
+    else:
+        panels = found.panels
+        if layout.case == "anchored":
+            panels = _joined_panels(figure, found, layout, settings.detector)
+            boxes = layouts.joined(boxes, layout)
+        paired = pair_panels(
+            boxes,
+            split,
+            caption,
+            mentions,
+            join_preamble=settings.captions.join_preamble,
+            join_trailer=settings.captions.join_trailer,
+        )
     dropped: dict[str, int] = {}
     for d in found.dropped:
         dropped[d.reason] = dropped.get(d.reason, 0) + 1
-    shared = {k: v for k, v in rec.items() if k not in ("bold_labels", BUDGET_LEFT)}
-    rows = []
-    for panel, pair in zip(found.panels, paired, strict=True):
+    for panel, pair in zip(panels, paired, strict=True):
+        if pair.label is None and layout.case in PAIRED_CASES:
+            why = "no caption label is this box's: its letter is unread and its place in the"
+            why += " reading order is not the one a label left over would need"
+            rows.append(_refused(shared, panel, layout.case, why, UNPAIRED))
+            continue
         crop = panel.crop
         key = panel_key(rec["figure_key"], panel.panel_index)
+        if pair.alignment == "figure":
+            key = rec["figure_key"] + WHOLE_SUFFIX
         with pillow_open()(io.BytesIO(crop)) as img:
             ph = phash(img)
         record: dict[str, Any] = {
@@ -63,12 +151,15 @@ def figure_panel_rows(figure: Row, found: FigurePanels, settings: Settings) -> l
             "key": key,
             "subcaption": pair.text,
             "panel_index": panel.panel_index,
-            "n_panels": len(found.panels),
+            "n_panels": len(panels),
             "panel_label": pair.label,
             "alignment": pair.alignment,
             "alignment_confidence": pair.confidence,
             "split_confidence": split.confidence,
+            "caption_agreement": layout.case,
+            "layout_reason": layout.reason,
             "panel_bbox": list(panel.bbox),
+            "label_bbox": list(panel.label_bbox) if panel.label_bbox else None,
             "panel_status": panel.status,
             "detector_score": panel.score,
             "detector_version": f"{panel.detector}:{panel.detector_version}",

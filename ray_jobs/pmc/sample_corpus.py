@@ -4,9 +4,10 @@ Each article is JATS with the traits that break naive parsers: titled multi-para
 with panel labels, figure references nested in inline markup and naming panels and ranges,
 floats inside paragraphs, ``<alternatives>`` graphics, hrefs without extensions, glossaries and
 in-text acronym definitions, and licenses stated four different ways. Figures are real images
-(one panel per caption label, the label drawn in). ``truth.jsonl`` records what a correct parser
-must find in each article. Article ``i`` depends only on ``(seed, i)``: output is byte-identical
-for a seed, whatever the order it is written in.
+(one panel per caption label, the label drawn in, each panel drawn as its subcaption describes
+it: a scan for "CT", bars for "bar chart"). ``truth.jsonl`` records what a correct parser must
+find in each article, and each panel's taxonomy class (``panel_kinds``). Article ``i`` depends
+only on ``(seed, i)``: output is byte-identical for a seed, whatever the order it is written in.
 """
 
 from __future__ import annotations
@@ -45,15 +46,18 @@ _ACRONYMS = [
     ("diffusion-weighted imaging", "DWI"),
     ("standard deviation", "SD"),
 ]
+# what a panel's subcaption says, what is drawn for it, and its taxonomy class (truth.jsonl's
+# ``panel_kinds``): the caption describes the panel the figure shows, so the demo's gallery can
+# be read against the truth
 _SUBJECTS = [
-    ("axial T2-weighted image showing a hyperintense lesion", "radiology"),
-    ("contrast-enhanced scan of the abdomen", "radiology"),
-    ("photomicrograph of the tumour margin", "microscopy"),
-    ("fluorescence staining of cultured cells", "microscopy"),
-    ("fundus photograph of the left eye", "visible_light"),
-    ("dermoscopic image of the pigmented lesion", "visible_light"),
-    ("Kaplan-Meier curve of survival by group", "chart"),
-    ("bar chart of expression levels", "chart"),
+    ("axial T2-weighted MRI showing a hyperintense lesion", "scan", "mri"),
+    ("contrast-enhanced CT of the abdomen", "scan", "ct"),
+    ("H&E-stained photomicrograph of the tumour margin", "tissue", "histopathology"),
+    ("fluorescence staining of cultured cells", "fluorescence", "fluorescence"),
+    ("fundus photograph of the left eye", "fundus", "fundus"),
+    ("dermoscopic image of the pigmented lesion", "skin", "dermatology"),
+    ("Kaplan-Meier curve of survival by group", "curve", "chart"),
+    ("bar chart of expression levels", "bars", "chart"),
 ]
 _LICENSES = [
     ("ali", "https://creativecommons.org/licenses/by/4.0/", "CC BY"),
@@ -116,39 +120,68 @@ def _reference_list(rng: random.Random, n_refs: int) -> str:
     return f"<ref-list><title>References</title>{''.join(refs)}</ref-list>"
 
 
-def _panel_image(rng: random.Random, letters: list[str], width: int) -> bytes:
-    """A compound figure: one tile per panel letter, each a different synthetic texture."""
+def _tile(rng: random.Random, drawing: str, tile: int) -> Image.Image:
+    """One panel of the kind its subcaption names (``_SUBJECTS``)."""
+    dots = np.random.default_rng(rng.getrandbits(64))
+    if drawing == "scan":  # grayscale scan: a bright ellipse in noise
+        noise = dots.normal(100, rng.uniform(20, 60), (tile, tile))
+        img = Image.fromarray(noise.clip(0, 255).astype(np.uint8)).convert("RGB")
+        r = tile // 3
+        ImageDraw.Draw(img).ellipse(
+            (tile // 2 - r, tile // 2 - r, tile // 2 + r, tile // 2 + r), fill="#ddd"
+        )
+        return img.filter(ImageFilter.GaussianBlur(2))
+    ground = {
+        "tissue": (236, 180, 205),
+        "fluorescence": (8, 8, 12),
+        "fundus": (40, 14, 8),
+        "skin": (226, 190, 160),
+    }
+    img = Image.new("RGB", (tile, tile), ground.get(drawing, "white"))
+    draw = ImageDraw.Draw(img)
+    if drawing in ("tissue", "fluorescence"):  # nuclei, or stained cells on black
+        colour = (90, 40, 130) if drawing == "tissue" else (60, 220, 90)
+        for _ in range(60):
+            x, y, s = rng.randrange(tile), rng.randrange(tile), rng.randrange(3, 9)
+            draw.ellipse((x, y, x + s, y + s), fill=colour)
+    elif drawing == "fundus":  # an orange disc with an optic disc and vessels
+        draw.ellipse((4, 4, tile - 4, tile - 4), fill=(200, 90, 30))
+        cx, cy = tile * 2 // 3, tile // 2
+        draw.ellipse((cx - tile // 10, cy - tile // 10, cx + tile // 10, cy + tile // 10), "#fc8")
+        for _ in range(5):
+            draw.line((cx, cy, rng.randrange(tile), rng.randrange(tile)), (120, 20, 10), 2)
+    elif drawing == "skin":  # a brown lesion on skin
+        r = rng.randrange(tile // 5, tile // 3)
+        draw.ellipse((tile // 2 - r, tile // 2 - r, tile // 2 + r, tile // 2 + r), (90, 55, 35))
+    elif drawing == "curve":  # survival steps on axes
+        draw.line((10, 5, 10, tile - 10, tile - 5, tile - 10), "black", 1)
+        for colour in ((40, 90, 160), (200, 60, 40)):
+            x, y = 10, 10
+            while x < tile - 10:
+                nx, ny = x + rng.randrange(5, 20), min(tile - 12, y + rng.randrange(0, 12))
+                draw.line((x, y, nx, y, nx, ny), colour, 2)
+                x, y = nx, ny
+    else:  # bars on an axis
+        draw.line((6, 5, 6, tile - 5, tile - 5, tile - 5), "black", 1)
+        for b in range(5):
+            h = rng.randrange(tile // 8, tile - 20)
+            draw.rectangle(
+                (10 + b * tile // 5, tile - h, b * tile // 5 + tile // 6, tile - 5),
+                fill=(40, 90, 160),
+            )
+    return img
+
+
+def _panel_image(rng: random.Random, letters: list[str], drawings: list[str], width: int) -> bytes:
+    """A compound figure: one tile per panel letter, each drawn as its subcaption says."""
     cols = min(len(letters), 2)
     rows = (len(letters) + cols - 1) // cols
     tile = max(width // cols, 64)  # small enough for tests, large enough to draw in
     canvas = Image.new("RGB", (tile * cols, tile * rows), "white")
-    for i, letter in enumerate(letters):
-        kind = rng.randrange(3)
-        if kind == 0:  # grayscale "scan": a bright ellipse in noise
-            noise = np.random.default_rng(rng.getrandbits(64)).normal(
-                100, rng.uniform(20, 60), (tile, tile)
-            )
-            img = Image.fromarray(noise.clip(0, 255).astype(np.uint8)).convert("RGB")
-            draw = ImageDraw.Draw(img)
-            r = tile // 3
-            draw.ellipse((tile // 2 - r, tile // 2 - r, tile // 2 + r, tile // 2 + r), fill="#ddd")
-            img = img.filter(ImageFilter.GaussianBlur(2))
-        elif kind == 1:  # stained "tissue": pink field with purple nuclei
-            img = Image.new("RGB", (tile, tile), (236, 180, 205))
-            draw = ImageDraw.Draw(img)
-            for _ in range(60):
-                x, y, s = rng.randrange(tile), rng.randrange(tile), rng.randrange(3, 9)
-                draw.ellipse((x, y, x + s, y + s), fill=(90, 40, 130))
-        else:  # a chart
-            img = Image.new("RGB", (tile, tile), "white")
-            draw = ImageDraw.Draw(img)
-            for b in range(5):
-                h = rng.randrange(tile // 8, tile - 20)
-                draw.rectangle(
-                    (10 + b * tile // 5, tile - h, b * tile // 5 + tile // 6, tile - 5),
-                    fill=(40, 90, 160),
-                )
-        ImageDraw.Draw(img).text((6, 4), letter, fill="yellow" if kind < 2 else "black")
+    for i, (letter, drawing) in enumerate(zip(letters, drawings, strict=True)):
+        img = _tile(rng, drawing, tile)
+        dark = drawing in ("scan", "fluorescence", "fundus")
+        ImageDraw.Draw(img).text((6, 4), letter, fill="yellow" if dark else "black")
         canvas.paste(img, ((i % cols) * tile, (i // cols) * tile))
     out = io.BytesIO()
     canvas.save(out, format="JPEG", quality=85)
@@ -189,10 +222,11 @@ def generate_article(seed: int, index: int, *, image_width: int = 320) -> Genera
     for f in range(1, n_figs + 1):
         letters = [chr(65 + k) for k in range(rng.choice([1, 2, 3, 4]))]
         stem = f"{pmcid.lower()}-g{f:03d}" if legacy_names else f"fig{f}"
-        subjects = [rng.choice(_SUBJECTS)[0] for _ in letters]
+        chosen = [rng.choice(_SUBJECTS) for _ in letters]
+        subjects = [subject[0].upper() + subject[1:] for subject, _, _ in chosen]
         title = f"Findings in case {f} of the {rng.choice(['cohort', 'series', 'trial'])}."
         panel_text = " ".join(
-            f"(<bold>{letter}</bold>) {escape(subj.capitalize())} at <italic>baseline</italic>."
+            f"(<bold>{letter}</bold>) {escape(subj)} at <italic>baseline</italic>."
             for letter, subj in zip(letters, subjects, strict=True)
         )
         caption_paras = f"<p>{panel_text}</p><p>Scale bar, 50 µm. {escape(_sentence(rng, 8))}</p>"
@@ -208,11 +242,11 @@ def generate_article(seed: int, index: int, *, image_width: int = 320) -> Genera
             f'<fig id="F{f}" position="float"><label>Figure {f}</label><caption><title>'
             f"{escape(title)}</title>{caption_paras}</caption>{graphic}</fig>"
         )
-        media[f"{stem}.jpg"] = _panel_image(rng, letters, image_width)
+        media[f"{stem}.jpg"] = _panel_image(rng, letters, [d for _, d, _ in chosen], image_width)
         caption_plain = " ".join(
             [title]
             + [
-                f"({letter}) {subj.capitalize()} at baseline."
+                f"({letter}) {subj} at baseline."
                 for letter, subj in zip(letters, subjects, strict=True)
             ]
         )
@@ -221,6 +255,7 @@ def generate_article(seed: int, index: int, *, image_width: int = 320) -> Genera
                 "id": f"F{f}",
                 "label": f"Figure {f}",
                 "panels": letters,
+                "panel_kinds": [kind for _, _, kind in chosen],
                 "image": f"{stem}.jpg",
                 "caption_starts": caption_plain,
                 "mention_panels": [],

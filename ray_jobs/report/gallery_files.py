@@ -138,7 +138,9 @@ def write_entry(
     limits: ReportSettings,
 ) -> GalleryEntry:
     """Thumbnails and the JSON of one detected figure. ``figure`` is the figure row's record,
-    ``panels`` the records of its panel rows (with their pairing), in panel order."""
+    ``panels`` the records of its panel rows (with their pairing), in panel order: the
+    published ones (pieces joined at their label, or the whole figure, when the caption made
+    it so: ``captions.layout``) and the detector's boxes it refused, shown as dropped."""
     q = limits.gallery_jpeg_quality
     with pillow_open()(io.BytesIO(image)) as opened:
         opened.draft("RGB", (limits.gallery_figure_px * 2, limits.gallery_figure_px * 2))
@@ -164,9 +166,12 @@ def write_entry(
         thumb=f"{fk}.jpg",
         thumb_size=list(size),
     )
-    for panel, rec in zip(found.panels, panels, strict=True):
+    detected = {tuple(p.bbox): p for p in found.panels}
+    refused = [r for r in panels if r.get("drop_reason")]
+    for rec in (r for r in panels if not r.get("drop_reason")):
         name = f"{rec['key']}.jpg"
-        bbox = _box(panel.bbox)
+        bbox = _box(rec["panel_bbox"])
+        panel = detected.get(tuple(bbox))  # None: joined pieces, or the whole figure
         crop = _crop(full, scaled(bbox))
         if crop is not None:
             storage.write_bytes(
@@ -175,12 +180,12 @@ def write_entry(
         entry.panels.append(
             GalleryPanel(
                 key=rec["key"],
-                panel_index=panel.panel_index,
+                panel_index=rec["panel_index"],
                 bbox=bbox,
-                label_bbox=_box(panel.label_bbox) if panel.label_bbox is not None else None,
-                letter=panel.letter,
-                score=panel.score,
-                status=panel.status,
+                label_bbox=_box(rec["label_bbox"]) if rec.get("label_bbox") else None,
+                letter=panel.letter if panel is not None else None,
+                score=rec.get("detector_score"),
+                status=rec.get("panel_status") or "ok",
                 subcaption=rec.get("subcaption") or "",
                 panel_label=rec.get("panel_label"),
                 alignment=rec.get("alignment") or "",
@@ -188,15 +193,20 @@ def write_entry(
                 thumb=name if crop is not None else "",
             )
         )
-    for i, drop in enumerate(found.dropped):
-        bbox = _box(drop.bbox)
+    drops = [(d.bbox, float(d.score), d.reason) for d in found.dropped] + [
+        (r["panel_bbox"], float(detected[tuple(r["panel_bbox"])].score or 0.0), r["drop_reason"])
+        for r in refused
+        if tuple(r["panel_bbox"]) in detected
+    ]
+    for i, (box, score, reason) in enumerate(drops):
+        bbox = _box(box)
         crop = _crop(full, scaled(bbox))
         name = f"{fk}-d{i:02d}.jpg" if crop is not None else None
         if crop is not None and name is not None:
             storage.write_bytes(
                 file_key(part, name), thumbnail(crop, limits.gallery_panel_px, q)[0]
             )
-        entry.dropped.append(GalleryDrop(bbox, float(drop.score), drop.reason, name))
+        entry.dropped.append(GalleryDrop(bbox, score, reason, name))
     storage.write_bytes(entry_key(part, fk), entry.to_json())
     return entry
 

@@ -113,6 +113,9 @@ def _modality(s: ReportStats, images: Collection[str]) -> str:
         + "<h3>L2</h3>"
         + _img("modality_l2.png", images, "modality L2")
         + _counts(["L2", "panels"], s.modality_l2)
+        + "<p>What decided each published panel's modality, by scope: its own subcaption, "
+        + "the caption's shared parts, the whole figure's caption, the article, the image.</p>"
+        + _counts(["decided by (scope)", "panels"], s.modality_scope)
     )
 
 
@@ -123,6 +126,10 @@ def _panels(s: ReportStats, images: Collection[str]) -> str:
         + f"{s.mean_panels_per_compound:.2f} panels each on average.</p>"
         + _img("panels_per_figure.png", images, "panels per figure")
         + _counts(["panels detected", "figures"], s.panels_per_figure)
+        + "<p>Boxes, letters read and the caption's labels (<code>caption_agreement</code>): "
+        + "<em>anchored</em> figures had pieces joined at their labels; <em>disagree</em> ones "
+        + "were published whole with their whole caption, never paired by reading order.</p>"
+        + _counts(["agreement", "figures"], s.caption_agreement)
     )
 
 

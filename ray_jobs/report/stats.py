@@ -39,7 +39,9 @@ _INDEX_COLUMNS = (
     "license",
     "modality",
     "modality_l1",
+    "modality_evidence",
     "n_panels",
+    "caption_agreement",
     "tokens_caption",
     "tokens_subcaption",
     "tokens_long_caption",
@@ -102,7 +104,13 @@ class ReportStats:
     rejects: dict[str, int] = field(default_factory=dict)  # rows of rejects/*.parquet by reason
     modality_l1: dict[str, int] = field(default_factory=dict)
     modality_l2: dict[str, int] = field(default_factory=dict)
+    # published panels by the scope of the evidence that decided them: own (the panel's
+    # subcaption), shared (the caption's preamble or trailer), figure, article, image, none
+    modality_scope: dict[str, int] = field(default_factory=dict)
     panels_per_figure: dict[int, int] = field(default_factory=dict)  # n_panels -> figures
+    # published figures by how boxes and caption agreed (``captions.layout``), and the
+    # disagreeing figures that have no sample
+    caption_agreement: dict[str, int] = field(default_factory=dict)
     compound_figures: int = 0  # figures with two panels or more
     mean_panels_per_compound: float = 0.0
     windows: list[int] = field(default_factory=lambda: list(WINDOWS))
@@ -376,6 +384,9 @@ def compute_stats(
     stats.splits = _counts(index["split"])
     stats.modality_l1 = _counts(index["modality_l1"])
     stats.modality_l2 = _counts(index["modality"])
+    evidence = pc.list_flatten(index["modality_evidence"])
+    scopes = pc.filter(evidence, pc.starts_with(evidence, "scope:"))
+    stats.modality_scope = {k.removeprefix("scope:"): n for k, n in _counts(scopes, None).items()}
     stats.licenses = _counts(index["license"])
     articles = index.group_by(["pmcid", "license"]).aggregate([])
     stats.license_articles = _counts(articles["license"])
@@ -383,6 +394,15 @@ def compute_stats(
         [("n_panels", "max"), ("tokens_caption", "max")]
     )
     stats.panels_per_figure = dict(sorted(_counts(figures["n_panels_max"], None).items()))
+    agreement = index.group_by(["figure_key", "caption_agreement"]).aggregate([])
+    stats.caption_agreement = _counts(agreement["caption_agreement"], "not recorded")
+    refused = rejects.filter(pc.equal(rejects["reason"], "caption_disagreement"))
+    refused = pc.unique(refused["figure_key"]).filter(
+        pc.invert(pc.is_in(pc.unique(refused["figure_key"]), agreement["figure_key"]))
+    )
+    if len(refused):
+        # refused by ``captions.on_disagreement: reject``, or its whole figure dropped later
+        stats.caption_agreement["disagree, not published"] = len(refused)
     compound = [n for n in stats.panels_per_figure if n >= 2]
     stats.compound_figures = sum(stats.panels_per_figure[n] for n in compound)
     if stats.compound_figures:

@@ -70,10 +70,15 @@ def shaping_settings(settings: Settings) -> dict[str, Any]:
         "classifier": {
             "min_confidence": c.min_confidence,
             "drop_confidence": c.drop_confidence,
-            "keep_unknown": c.keep_unknown,
+            "keep_without_evidence": c.keep_without_evidence,
             "ood_score": c.ood_score,
         },
-        "captions": {"join_preamble": cap.join_preamble, "join_trailer": cap.join_trailer},
+        "captions": {
+            "join_preamble": cap.join_preamble,
+            "join_trailer": cap.join_trailer,
+            "on_disagreement": cap.on_disagreement,
+            "unlabelled_figures": cap.unlabelled_figures,
+        },
         "near_duplicate_bits": settings.pipeline.near_duplicate_bits,
         "samples_per_shard": settings.pipeline.samples_per_shard,
     }

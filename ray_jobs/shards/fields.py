@@ -27,13 +27,19 @@ FIELDS: dict[str, str] = {
     "panel_index": "the panel's place in the figure's reading order, from 0",
     "n_panels": "panels the detector found in the figure",
     "panel_label": "the panel's label (A, b, ii), when one was paired",
-    "alignment": "how the subcaption was paired: letter | label | single | full_caption",
+    "alignment": "how the subcaption was paired: letter | label | single | full_caption | figure "
+    "(the whole figure with its whole caption: its boxes and caption disagreed)",
     "alignment_confidence": "confidence of that pairing, 0 to 1",
     "panel_bbox": "the panel's box in the figure's pixels: x0, y0, x1, y1",
     "panel_status": "ok, or fallback (the whole figure passed as one panel)",
     "detector_score": "the panel detector's score for the box (null for a fallback)",
     "detector_version": "the panel detector and its weights' version (`name:` sha256 prefix)",
     "split_confidence": "how sure the caption's panel-label sequence is (0: not split)",
+    "caption_agreement": "how the figure's boxes, the letters read and the caption's labels "
+    "agreed: single | unlabelled | letters | count | anchored (pieces joined at their label) | "
+    "disagree (the figure published whole with its whole caption)",
+    "layout_reason": "why boxes and caption disagreed (the counts), when they did",
+    "label_bbox": "the box of the panel's letter in the figure's pixels, when one was found",
     "modality": "imaging modality, taxonomy level 2",
     "modality_l1": "imaging modality, taxonomy level 1",
     "modality_score": "the modality decision's probability",
