@@ -5,7 +5,8 @@ The sample corpus writes captions that name every panel's content under its labe
 each panel as its subcaption says, so a build of it can be scored end to end: non-clinical
 panels published (charts: the taxonomy's ``keep: false`` classes), clinical panels published,
 and published modality right. Panels are matched to the truth by figure and label; a figure
-published whole (``alignment: figure``) is counted apart, as it has no one kind.
+published whole (``alignment: figure``) is counted apart, as it has no one kind; duplicates
+the build dropped (the corpus draws look-alike tiles) count as not published.
 
     pmcvl-dev eval-sample-build OUT CORPUS
 """
@@ -46,11 +47,18 @@ def score(out: Path, corpus: Path) -> dict[str, Any]:
     rows = published(out)
     seen: dict[tuple[str, str, str], str | None] = {}
     whole = 0
+    labels: dict[tuple[str, str], list[str]] = {}
+    for pmcid, fig, label in truth:
+        labels.setdefault((pmcid, fig), []).append(label)
     for r in rows:
-        if r["alignment"] == "figure" or not r["panel_label"]:
+        label = r["panel_label"]
+        only = labels.get((r["pmcid"], r["figure_id"]), [])
+        if r["alignment"] == "single" and len(only) == 1:  # a one-panel figure: its panel
+            label = only[0]
+        if r["alignment"] == "figure" or not label:
             whole += 1
             continue
-        seen[(r["pmcid"], r["figure_id"], r["panel_label"])] = r["modality"]
+        seen[(r["pmcid"], r["figure_id"], label)] = r["modality"]
     clinical = [k for k, kind in truth.items() if keep.get(kind, True)]
     other = [k for k, kind in truth.items() if not keep.get(kind, True)]
     out_clinical = [k for k in clinical if k in seen]

@@ -64,16 +64,18 @@ def scoped_text(rec: Mapping[str, Any]) -> tuple[Any, str, str]:
         figure = [s.text for s in split.subcaptions]
     else:  # one panel, or a caption nobody split
         figure = [caption]
-    # article sentences that cite the panel's letter; those citing the figure only are not read:
-    # on real articles they are mostly data-availability notes ("table statistics for Figures
-    # 3-7"), which named a class for every panel of the figure
+    # article sentences that cite the panel's letter: its own when they cite it alone; text
+    # about the figure when they cite it among others ("CT and survival (Fig. 2A-C)" does not
+    # say which of A, B and C is the CT); those citing the figure only are not read: on real
+    # articles they are mostly data-availability notes ("table statistics for Figures 3-7"),
+    # which named a class for every panel of the figure
     mine = (label or "").upper() if alignment in PAIRED else ""
     for mention in (rec.get("mentions") or []) if mine else []:
         cited = {p.upper() for p in mention.get("panels") or []}
         if cited == {mine}:
             own.append(mention["sentence"])
         elif mine in cited:
-            shared.append(mention["sentence"])
+            figure.append(mention["sentence"])
     join = " ".join
     return join(own), join(p for p in shared if p), join(p for p in figure if p)
 

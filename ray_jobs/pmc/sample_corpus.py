@@ -32,6 +32,7 @@ Layout = Literal["s3", "bundles", "folders"]
 INVENTORY_DATE = "2026-11-29T01-00Z"
 INVENTORY_PREFIX = "inventory-reports/pmc-oa-opendata/metadata"
 
+_NEUTRAL = frozenset({"ROI", "OS", "CI", "BMI", "SD"})  # acronyms that name no modality
 _ACRONYMS = [
     ("magnetic resonance imaging", "MRI"),
     ("computed tomography", "CT"),
@@ -173,16 +174,20 @@ def _tile(rng: random.Random, drawing: str, tile: int) -> Image.Image:
 
 
 def _panel_image(rng: random.Random, letters: list[str], drawings: list[str], width: int) -> bytes:
-    """A compound figure: one tile per panel letter, each drawn as its subcaption says."""
+    """A compound figure: one tile per panel letter, each drawn as its subcaption says, with a
+    white gutter between tiles as journals set them."""
     cols = min(len(letters), 2)
     rows = (len(letters) + cols - 1) // cols
     tile = max(width // cols, 64)  # small enough for tests, large enough to draw in
-    canvas = Image.new("RGB", (tile * cols, tile * rows), "white")
+    gap = max(4, tile // 32)
+    canvas = Image.new(
+        "RGB", (tile * cols + gap * (cols - 1), tile * rows + gap * (rows - 1)), "white"
+    )
     for i, (letter, drawing) in enumerate(zip(letters, drawings, strict=True)):
         img = _tile(rng, drawing, tile)
         dark = drawing in ("scan", "fluorescence", "fundus")
         ImageDraw.Draw(img).text((6, 4), letter, fill="yellow" if dark else "black")
-        canvas.paste(img, ((i % cols) * tile, (i // cols) * tile))
+        canvas.paste(img, ((i % cols) * (tile + gap), (i // cols) * (tile + gap)))
     out = io.BytesIO()
     canvas.save(out, format="JPEG", quality=85)
     return out.getvalue()
@@ -213,16 +218,21 @@ def generate_article(seed: int, index: int, *, image_width: int = 320) -> Genera
     pmcid = f"PMC{9_000_000 + index}"
     version = 2 if index % 11 == 5 else 1
     lic_style, lic_url, lic_code = rng.choice(_LICENSES)
-    acronyms = rng.sample(_ACRONYMS, 3)
+    # the first two are defined in the introduction and the glossary; the third in a sentence
+    # citing a panel, so it names no modality (a mention must not say "CT" of a bar chart)
+    acronyms = rng.sample(_ACRONYMS, 2)
+    acronyms.append(rng.choice([a for a in _ACRONYMS if a[1] in _NEUTRAL and a not in acronyms]))
     n_figs = rng.choice([1, 1, 2, 2, 3])
     legacy_names = rng.random() < 0.5
     figures_xml: list[str] = []
     media: dict[str, bytes] = {}
     truth_figs = []
+    chosen_by_fig: list[list[tuple[str, str, str]]] = []
     for f in range(1, n_figs + 1):
         letters = [chr(65 + k) for k in range(rng.choice([1, 2, 3, 4]))]
         stem = f"{pmcid.lower()}-g{f:03d}" if legacy_names else f"fig{f}"
         chosen = [rng.choice(_SUBJECTS) for _ in letters]
+        chosen_by_fig.append(chosen)
         subjects = [subject[0].upper() + subject[1:] for subject, _, _ in chosen]
         title = f"Findings in case {f} of the {rng.choice(['cohort', 'series', 'trial'])}."
         panel_text = " ".join(
@@ -282,11 +292,14 @@ def generate_article(seed: int, index: int, *, image_width: int = 320) -> Genera
             )
             named = [letters[1]]
         fig["mention_panels"].append(named)
+        # a sentence citing one panel says what that panel shows; one citing several, nothing
+        cited = chosen_by_fig[f - 1][letters.index(named[0])][0] if len(named) == 1 else None
+        where = f" of the {cited}" if cited else ""
         float_inside = figures_xml[f - 1] if rng.random() < 0.4 else ""
         if not float_inside:
             paras.append(figures_xml[f - 1].replace('position="float"', 'position="anchor"'))
         paras.append(
-            f"<p>The {acronyms[2][0]} ({acronyms[2][1]}) was assessed ({ref}). "
+            f"<p>The {acronyms[2][0]} ({acronyms[2][1]}){escape(where)} was assessed ({ref}). "
             f"{float_inside}{escape(_sentence(rng))}</p>"
         )
     glossary = "".join(
