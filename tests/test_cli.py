@@ -47,6 +47,7 @@ def test_help_groups_commands_by_audience_and_leaves_model_development_out() -> 
     assert set(main.commands) <= listed
     dev = {"synth", "train-detector", "average-detectors", "eval-detector"}
     dev |= {"classifier-data", "train-classifier", "eval-classifier", "bench-relevance"}
+    dev |= {"eval-real", "eval-published", "pseudo-labels", "eval-sample-build"}
     assert set(dev_main.commands) == dev and not dev & set(main.commands)
 
 
