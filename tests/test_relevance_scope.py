@@ -63,10 +63,16 @@ def test_the_scopes_of_a_paired_panel() -> None:
     own, shared, figure = scoped_text(record(None, "full_caption"))
     assert own == "" and shared == "Findings in two patients. Scale bar, 1 cm."
     assert figure == "Axial CT of the chest. Bar graph of tumour volume, mean ± SD."
-    # one panel, or a caption with no labels: the whole caption, scope figure
+    # one box for a caption naming two panels, or a caption with no labels: scope figure
     assert scoped_text(record(None, "single")) == ("", "", CAPTION)
     plain = "Axial CT of the chest and a bar graph."
     assert scoped_text(record(None, "full_caption", plain)) == ("", "", plain)
+    assert scoped_text(record(None, "figure")) == ("", "", CAPTION)
+    # a one-panel figure: its caption is about it alone, labelled "(A)" or not
+    for one in ("(A) Bar chart of expression levels.", "Bar chart of expression levels."):
+        assert scoped_text(record(None, "single", one)) == (one, "", "")
+        decision = decide_record(record(None, "single", one), probs("ct", 0.96))
+        assert (decision.keep, decision.scope) == (False, "own")
 
 
 def test_a_sibling_subcaption_never_decides() -> None:

@@ -128,7 +128,8 @@ def decide(
     2. a clinical modality named in the panel text (a strong keyword) → keep, as that
        modality (``text``), or as the image's class where the image confidently names one of
        the text's classes (``image+text``), whatever else the image says;
-    3. a confident, familiar image of a clinical class → keep (``image``);
+    3. a confident, familiar image of a clinical class → keep (``image``), unless the panel's
+       own text names a non-clinical class (a strong keyword: rule 5 drops it);
     4. a confident, familiar image of a non-clinical class → drop (``image``), when its
        non-clinical probability reaches ``drop_confidence`` (unset in the settings: the
        checkpoint's calibrated ``drop_default``) in every view of the image where the stage
@@ -157,6 +158,9 @@ def decide(
     article = _text_classes(prior, ("article",))
     named = _text_classes(prior, (*PANEL_SCOPES, "figure"), strong=False)
     outside_only = not clinical(panel_all) and bool(clinical(figure) or clinical(article))
+    # the panel's own words name what it is, and it is not clinical ("(B) Bar graph of ..."):
+    # the author's word for this panel outweighs the image model's
+    own_other = clinical(_text_classes(prior, ("own",)), keep=False)
 
     confident = not image.abstains
     stable = image.nonclinical if stable_nonclinical is None else stable_nonclinical
@@ -173,7 +177,7 @@ def decide(
             l2 = best(text)
             score, by = _share(panel_all)[l2], "text"
         keep, reason = True, None
-    elif confident and taxonomy.classes[image.l2].keep:
+    elif confident and taxonomy.classes[image.l2].keep and not own_other:
         l2, score, keep, reason = image.l2, image.score, True, None
         by = "image+text" if image.l2 in named else "image"
     elif confident and (

@@ -62,7 +62,9 @@ def scoped_text(rec: Mapping[str, Any]) -> tuple[Any, str, str]:
     elif alignment == "full_caption" and split.subcaptions:  # split, but this panel not paired
         shared = [split.preamble, split.trailer]
         figure = [s.text for s in split.subcaptions]
-    else:  # one panel, or a caption nobody split
+    elif alignment == "single" and len(split.subcaptions) <= 1:
+        own = [caption]  # a one-panel figure: its whole caption is about this panel
+    else:  # one box for several labels, the whole figure, or a caption nobody split
         figure = [caption]
     # article sentences that cite the panel's letter: its own when they cite it alone; text
     # about the figure when they cite it among others ("CT and survival (Fig. 2A-C)" does not
