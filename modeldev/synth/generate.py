@@ -500,6 +500,13 @@ def write_dataset(
         with ProcessPoolExecutor(workers) as pool:
             results: Iterator[dict] = pool.map(_write_one, jobs, chunksize=8)
             figures = list(track(results, total=n, description="synth", disable=not progress))
+    write_index(out, figures)
+    return figures
+
+
+def write_index(out: Path, figures: list[dict]) -> None:
+    """The dataset's COCO files per split and its YOLO ``data.yaml``, from the figures' truth
+    (both generators write their datasets this way)."""
     for split in ("train", "val"):
         chosen = [f for f in figures if f["split"] == split]
         (out / "annotations" / f"{split}.json").write_text(json.dumps(coco(chosen)))
@@ -507,4 +514,3 @@ def write_dataset(
         f"path: {out.resolve()}\ntrain: images/train\nval: images/val\n"
         "names:\n  0: panel\n  1: label\n"
     )
-    return figures

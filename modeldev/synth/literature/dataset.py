@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from modeldev.synth.generate import SynthFigure, coco, yolo_lines
+from modeldev.synth.generate import SynthFigure, write_index, yolo_lines
 from modeldev.synth.literature.kinds import Box
 from modeldev.synth.literature.layout import make_literature_figure
 
@@ -93,11 +93,5 @@ def write_literature_dataset(
         with ProcessPoolExecutor(workers) as pool:
             results: Iterator[dict] = pool.map(_write_one, jobs, chunksize=4)
             figures = list(results)
-    for split in ("train", "val"):
-        chosen = [f for f in figures if f["split"] == split]
-        (out / "annotations" / f"{split}.json").write_text(json.dumps(coco(chosen)))
-    (out / "data.yaml").write_text(
-        f"path: {out.resolve()}\ntrain: images/train\nval: images/val\n"
-        "names:\n  0: panel\n  1: label\n"
-    )
+    write_index(out, figures)
     return figures
